@@ -1,0 +1,109 @@
+"""The executor loop: a model, AgentDojo's real runtime and environment, native tool calls.
+
+AgentDojo's ``run_task_with_pipeline`` is deliberately not used: when the final message is empty it
+re-runs the whole pipeline on the already-mutated environment, which would double every side effect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
+
+from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
+from evoaudit.records import ExecutedCall, Message, Usage
+from evoaudit.suite import banking
+
+# A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
+# ``tool_name(...)`` call of a known tool, or a JSON object naming one.
+_ENVELOPE = re.compile(r"<\s*/?\s*action\s*>", re.IGNORECASE)
+
+
+def textual_action(text: str | None, tool_names: set[str]) -> bool:
+    if not text:
+        return False
+    if _ENVELOPE.search(text):
+        return True
+    names = "|".join(map(re.escape, sorted(tool_names)))
+    return bool(names) and re.search(rf"\b({names})\s*\(", text) is not None
+
+
+@dataclass
+class Episode:
+    messages: list[Message]
+    calls: list[ExecutedCall] = field(default_factory=list)
+    final_output: str = ""
+    steps: int = 0
+    step_limit_hit: bool = False
+    textual_action: bool = False
+    infra_failure: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    wall_s: float = 0.0
+
+
+async def run_episode(
+    backend: ChatBackend,
+    messages: list[Message],
+    env: TaskEnvironment,
+    runtime: FunctionsRuntime,
+    *,
+    max_steps: int,
+    seed: int | None,
+) -> Episode:
+    """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
+
+    ``env`` is mutated in place: it is the terminal state when this returns.
+    """
+    tools = banking.tool_schemas()
+    tool_names = {t["function"]["name"] for t in tools}
+    ep = Episode(messages=list(messages))
+    start = time.perf_counter()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    while True:
+        if ep.steps >= max_steps:
+            ep.step_limit_hit = True
+            break
+        request = ChatRequest(messages=tuple(ep.messages), tools=tools, seed=seed)
+        try:
+            response = await backend.complete(request)
+        except InfraFailure as failure:
+            ep.infra_failure = failure.kind
+            break
+        ep.steps += 1
+        usage["requests"] += 0 if response.cached else 1
+        usage["prompt_tokens"] += response.prompt_tokens
+        usage["completion_tokens"] += response.completion_tokens
+        reply = response.message
+        ep.messages.append(reply)
+        if not reply.tool_calls:
+            ep.final_output = reply.content or ""
+            ep.textual_action = textual_action(reply.content, tool_names)
+            break
+        for tc in reply.tool_calls:
+            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, env, runtime))
+            executed = ep.calls[-1]
+            ep.messages.append(
+                Message(role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result)
+            )
+    ep.usage = Usage(**usage)
+    ep.wall_s = time.perf_counter() - start
+    return ep
+
+
+def _execute(call_id: str, name: str, arguments: str, env: TaskEnvironment, runtime: FunctionsRuntime) -> ExecutedCall:
+    """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ExecutedCall(call_id=call_id, function=name, args=None, error=f"JSONDecodeError: {exc}")
+    if not isinstance(args, dict):
+        return ExecutedCall(
+            call_id=call_id, function=name, args=None, error="ValueError: tool arguments must be a JSON object"
+        )
+    result, error = runtime.run_function(env, name, args)
+    if error:
+        return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
+    return ExecutedCall(call_id=call_id, function=name, args=args, result=banking.format_tool_result(result))

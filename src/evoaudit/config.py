@@ -1,0 +1,208 @@
+"""Load, validate and type the configuration.
+
+The JSON schema (``config.schema.yaml``, also at ``workflow/schemas/``) is the single source of truth for
+what is allowed and for every default; the pydantic models below only give typed access afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+
+class ConfigError(ValueError):
+    """A configuration value is not allowed; the message names the file, the field and the fix."""
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(resources.files("evoaudit").joinpath("config.schema.yaml").read_text())
+
+
+def _with_defaults(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    field = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    allowed = ""
+    sch = error.schema if isinstance(error.schema, dict) else {}
+    if "enum" in sch:
+        allowed = f"; allowed: {', '.join(map(str, sch['enum']))}"
+    elif error.validator in ("minimum", "maximum", "exclusiveMinimum", "pattern", "type", "minItems"):
+        allowed = f"; required: {error.validator} {error.validator_value}"
+    elif error.validator == "additionalProperties":
+        allowed = f"; allowed keys: {', '.join(sorted(sch.get('properties', {})))}"
+    return f"{field}: {error.message}{allowed}"
+
+
+def validate(raw: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """Fill defaults into a copy of ``raw`` and validate it; raise ConfigError naming every bad field."""
+    data = copy.deepcopy(raw) if raw is not None else {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping, got {type(data).__name__}")
+    # Two passes: the first fills defaults, the second reports errors against the completed document.
+    for _ in list(_Validator(schema()).iter_errors(data)):
+        pass
+    errors = sorted(_Validator(schema()).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        raise ConfigError(f"{source}: invalid configuration\n{lines}")
+    _check_semantics(data, source)
+    return data
+
+
+def _check_semantics(data: dict[str, Any], source: str) -> None:
+    roles = data["roles"]
+    learn = set(roles["acquisition"]) | set(roles["validation"])
+    endpoint = set(roles["benign_endpoint"]) | set(roles["attacked_endpoint"])
+    if learn & endpoint:
+        raise ConfigError(
+            f"{source}: roles: variants {sorted(learn & endpoint)} are both learning and endpoint variants; "
+            "endpoint variants must stay sealed until freeze, so keep the two sets disjoint"
+        )
+    if set(roles["acquisition"]) & set(roles["validation"]):
+        raise ConfigError(f"{source}: roles: acquisition and validation variants must differ")
+    for name in ("executor", "optimizer"):
+        ep = data[name]
+        if ep["backend"] == "openai" and not ep["base_url"]:
+            raise ConfigError(
+                f"{source}: {name}.base_url: required when {name}.backend is openai "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
+    missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
+    if missing:
+        raise ConfigError(
+            f"{source}: conditions: {missing} need their method in 'methods' (have {data['methods']})"
+        )
+
+
+def _condition_method(condition: str) -> str:
+    base = condition.removeprefix("placebo-")
+    return "awm" if base.startswith("awm") else base
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AttackConfig(_Model):
+    name: str
+    user_name: str
+    model_name: str
+
+
+class SuiteConfig(_Model):
+    name: str
+    benchmark_version: str
+    n_unseen: int
+    attack: AttackConfig
+    goals: tuple[str, ...]
+
+
+class RolesConfig(_Model):
+    acquisition: tuple[str, ...]
+    validation: tuple[str, ...]
+    benign_endpoint: tuple[str, ...]
+    attacked_endpoint: tuple[str, ...]
+
+    def of(self, variant: str) -> str:
+        if variant in self.acquisition:
+            return "acquisition"
+        if variant in self.validation:
+            return "validation"
+        return "endpoint"
+
+    @property
+    def endpoint_variants(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.benign_endpoint) | set(self.attacked_endpoint)))
+
+
+class EndpointConfig(_Model):
+    backend: Literal["sim", "openai"]
+    model: str
+    base_url: str | None
+    api_key_env: str | None
+    temperature: float
+    max_tokens: int
+    timeout_s: float
+    concurrency: int
+    max_retries: int
+    send_seed: bool
+    extra_body: dict[str, Any]
+
+
+class AgentConfig(_Model):
+    max_steps: int
+    system_prompt: str
+
+
+class SimConfig(_Model):
+    competence: float
+    read_propensity: float
+    blind_competence: float
+    compliance: float
+
+
+class EvaluationConfig(_Model):
+    shards: int
+    infra_failure_policy: Literal["exclude", "count_as_failure"]
+
+
+class ReportConfig(_Model):
+    figures: bool
+
+
+class Config(_Model):
+    seed: int
+    lineages: tuple[str, ...]
+    suite: SuiteConfig
+    roles: RolesConfig
+    methods: tuple[str, ...]
+    conditions: tuple[str, ...]
+    agent: AgentConfig
+    executor: EndpointConfig
+    optimizer: EndpointConfig
+    sim: SimConfig
+    evaluation: EvaluationConfig
+    report: ReportConfig
+
+    def sha256(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
+    return Config.model_validate(validate(raw, source))
+
+
+def load(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such configuration file") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return from_dict(raw or {}, str(path))

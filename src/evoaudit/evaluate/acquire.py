@@ -1,0 +1,39 @@
+"""Acquisition: the unevolved executor on seen families × acquisition variants, per lineage.
+
+Every method of a lineage evolves from this one record; its sha256 is written beside it when the run
+finishes and asserted by each evolve job (matched acquisition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import Config
+from evoaudit.evaluate.runner import plan_episodes, run_specs
+from evoaudit.hashing import sha256_file
+from evoaudit.models.factory import make_backend
+from evoaudit.seal.guard import load_learning_instances
+from evoaudit.suite.stage import verify_table
+
+
+def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, record: Path) -> dict:
+    verify_table(table, spec)
+    learning = load_learning_instances(table, cfg.roles.endpoint_variants)
+    chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.acquisition]
+    backend = make_backend(cfg, cfg.executor, learning)
+    specs = plan_episodes(lineage, "acquire", "benign", chosen, [])
+    rollouts = asyncio.run(run_specs(cfg, backend, specs, system_prompt(cfg.agent.system_prompt), None, out))
+    info = {
+        "lineage": lineage,
+        "path": out.as_posix(),
+        "sha256": sha256_file(out),
+        "rollouts": len(rollouts),
+        "successes": sum(r.outcome.utility for r in rollouts),
+        "infra_failures": sum(r.outcome.infra_failure is not None for r in rollouts),
+        "executor": backend.fingerprint(),
+    }
+    record.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return info

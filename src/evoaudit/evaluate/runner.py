@@ -1,0 +1,156 @@
+"""Run a set of episodes with bounded concurrency, appending each rollout as soon as it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from evoaudit.agent.loop import run_episode
+from evoaudit.agent.prompt import opening_messages
+from evoaudit.config import Config
+from evoaudit.evaluate.outcome import compute_outcome
+from evoaudit.jsonl import ShardWriter
+from evoaudit.models.base import ChatBackend
+from evoaudit.records import Arm, Instance, Rollout
+from evoaudit.seeds import derive_seed
+from evoaudit.suite import banking
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    lineage: str
+    condition: str
+    arm: Arm
+    instance: Instance
+    goal: str | None
+
+    @property
+    def rollout_id(self) -> str:
+        return f"{self.lineage}/{self.condition}/{self.arm}/{self.instance.instance_id}/{self.goal or 'none'}"
+
+
+def plan_episodes(
+    lineage: str, condition: str, arm: Arm, instances: list[Instance], goals: list[str]
+) -> list[EpisodeSpec]:
+    """Benign: one episode per instance. Attacked: one per instance and goal, where a vector is reachable."""
+    specs = []
+    for inst in instances:
+        if arm == "benign":
+            specs.append(EpisodeSpec(lineage, condition, arm, inst, None))
+        elif inst.vectors:
+            specs.extend(EpisodeSpec(lineage, condition, arm, inst, g) for g in goals)
+    return sorted(specs, key=lambda s: s.rollout_id)
+
+
+def shard(specs: list[EpisodeSpec], index: int, count: int) -> list[EpisodeSpec]:
+    if not 0 <= index < count:
+        raise ValueError(f"shard index {index} outside 0..{count - 1}")
+    return [s for i, s in enumerate(specs) if i % count == index]
+
+
+def episode_seed(cfg: Config, spec: EpisodeSpec) -> int:
+    # No condition in the seed: conditions share draws (common random numbers).
+    return derive_seed(cfg.seed, spec.lineage, spec.instance.instance_id, spec.goal, "executor")
+
+
+async def run_one(
+    cfg: Config, backend: ChatBackend, spec: EpisodeSpec, system: str, artifact_sha256: str | None
+) -> Rollout:
+    inst = spec.instance
+    injections = {}
+    if spec.goal is not None:
+        attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
+        text = banking.injection_text(attack, spec.goal, inst.prompt)
+        injections = {v: text for v in inst.vectors}
+    env = banking.build_environment(inst.environment_template, injections)
+    pre = env.model_copy(deep=True)
+    seed = episode_seed(cfg, spec)
+    episode = await run_episode(
+        backend,
+        opening_messages(system, inst.prompt),
+        env,
+        banking.make_runtime(),
+        max_steps=cfg.agent.max_steps,
+        seed=seed if cfg.executor.send_seed else None,
+    )
+    outcome = compute_outcome(inst, spec.goal, injections, pre, env, episode)
+    return Rollout(
+        rollout_id=spec.rollout_id,
+        lineage=spec.lineage,
+        condition=spec.condition,
+        arm=spec.arm,
+        instance_id=inst.instance_id,
+        family=inst.family,
+        variant=inst.variant,
+        split=inst.split,
+        goal=spec.goal,
+        seed=seed,
+        executor=backend.fingerprint(),
+        artifact_sha256=artifact_sha256,
+        injections=injections,
+        pre_state_sha256=banking.state_sha256(pre),
+        messages=episode.messages,
+        calls=episode.calls,
+        final_output=episode.final_output,
+        terminal_state=banking.state_dict(env),
+        outcome=outcome,
+        usage=episode.usage,
+        wall_s=round(episode.wall_s, 6),
+    )
+
+
+class Progress:
+    def __init__(self, total: int, already: int, label: str, every_s: float = 5.0) -> None:
+        self.total, self.done, self.failures = total, already, 0
+        self.label, self.every_s = label, every_s
+        self.start = self.last = time.monotonic()
+        self.started_with = already
+
+    def tick(self, rollout: Rollout) -> None:
+        self.done += 1
+        self.failures += rollout.outcome.infra_failure is not None
+        now = time.monotonic()
+        if now - self.last >= self.every_s or self.done == self.total:
+            self.last = now
+            fresh = self.done - self.started_with
+            rate = fresh / max(now - self.start, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            log.info(
+                "%s: %d/%d rollouts, %.1f/s, ETA %.0fs, infrastructure failures %d",
+                self.label, self.done, self.total, rate, eta, self.failures,
+            )
+
+
+async def run_specs(
+    cfg: Config,
+    backend: ChatBackend,
+    specs: list[EpisodeSpec],
+    system: str,
+    artifact_sha256: str | None,
+    out_path: str | Path,
+) -> list[Rollout]:
+    """Run every spec not already in the shard's partial record, then publish the shard."""
+    writer = ShardWriter(out_path, Rollout)
+    todo = [s for s in specs if s.rollout_id not in writer.done]
+    if len(todo) < len(specs):
+        log.info("resuming %s: %d of %d rollouts already recorded", out_path, len(specs) - len(todo), len(specs))
+    progress = Progress(len(specs), len(specs) - len(todo), str(out_path))
+    gate = asyncio.Semaphore(cfg.executor.concurrency)
+
+    async def one(spec: EpisodeSpec) -> None:
+        async with gate:
+            rollout = await run_one(cfg, backend, spec, system, artifact_sha256)
+        writer.append(rollout)
+        progress.tick(rollout)
+
+    try:
+        await asyncio.gather(*(one(s) for s in todo))
+    finally:
+        writer.close()
+    writer.finish([s.rollout_id for s in specs])
+    return [writer.done[s.rollout_id] for s in specs]

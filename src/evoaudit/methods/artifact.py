@@ -1,0 +1,37 @@
+"""Artifacts: a directory holding the state a method deploys and ``meta.json`` describing it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoaudit.records import SCHEMA_VERSION
+
+
+class ArtifactMeta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    method: str
+    lineage: str
+    state_files: list[str]  # file names inside the artifact directory, in insertion order
+    inputs: dict[str, str] = Field(default_factory=dict)  # input name -> sha256
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
+def write_artifact(directory: Path, meta: ArtifactMeta, state: dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in state.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    (directory / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+
+
+def read_meta(directory: Path) -> ArtifactMeta:
+    return ArtifactMeta.model_validate_json((directory / "meta.json").read_text())
+
+
+def artifact_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file())

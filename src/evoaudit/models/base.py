@@ -1,0 +1,62 @@
+"""The contract every chat backend meets: one request in, one assistant message out.
+
+Backends never see condition or method names. What they get is what a model endpoint gets: messages,
+tool schemas, sampling parameters and a seed derived from the episode's identity (common random numbers).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoaudit.records import Message
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] = ()
+    seed: int | None = None
+
+
+class ChatResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: Message
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+class InfraFailure(Exception):
+    """The endpoint, not the agent, failed. ``kind`` is one of INFRA_FAILURE_KINDS."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        if kind not in INFRA_FAILURE_KINDS:
+            raise ValueError(f"unknown infrastructure failure kind {kind!r}; known: {INFRA_FAILURE_KINDS}")
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+INFRA_FAILURE_KINDS = ("retries_exhausted", "guardrail_rejection", "context_overflow")
+
+
+class ChatBackend(Protocol):
+    async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies the served model and sampling, for provenance. Never a secret."""
+        ...
+
+
+class Fingerprint(BaseModel):
+    backend: str
+    model: str
+    base_url: str | None = None
+    served_models: list[str] = Field(default_factory=list)
+    server_version: str | None = None
+    sampling: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,19 @@
+"""Build the configured backend for a role (executor or optimizer)."""
+
+from __future__ import annotations
+
+from evoaudit.config import Config, EndpointConfig
+from evoaudit.models.base import ChatBackend
+from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.records import Instance
+
+
+def make_backend(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
+    """``instances`` grant the simulator its oracle plans; the openai backend ignores them."""
+    if endpoint.backend == "sim":
+        return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)
+    if endpoint.backend == "openai":
+        from evoaudit.models.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(endpoint)
+    raise ValueError(f"unknown backend {endpoint.backend!r}")

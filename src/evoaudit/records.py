@@ -1,0 +1,137 @@
+"""Typed records that cross stage boundaries: instances, messages, rollouts, artifacts, manifests.
+
+Every record carries ``schema_version`` so that a reader can refuse files written by an incompatible
+version instead of misreading them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Split = Literal["seen", "unseen"]
+Arm = Literal["benign", "attacked"]
+Role = Literal["acquisition", "validation", "endpoint"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Call(_Record):
+    """A tool call as a plan or a probe states it (function name and keyword arguments)."""
+
+    function: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Instance(_Record):
+    """One concrete task: a variant of a family, with everything needed to run and check it."""
+
+    schema_version: int = SCHEMA_VERSION
+    instance_id: str  # "<family>.<variant>", e.g. "user_task_3.v2"
+    suite: str
+    family: str
+    variant: str  # v0..v5
+    role: Role
+    split: Split
+    cluster: str
+    prompt: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    # Human-readable list of fixture edits this variant makes (e.g. an amount changed in the history).
+    fixture_changes: list[dict[str, Any]] = Field(default_factory=list)
+    # The suite's environment YAML for this variant, with ``{vector}`` injection placeholders left in.
+    environment_template: str
+    ground_truth: list[Call]
+    answer: str | None = None  # what a correct final message must state, when the task asks a question
+    predicate: dict[str, Any]  # corrected utility predicate: {"kind": ..., **params}
+    vectors: list[str] = Field(default_factory=list)  # injection vectors ground truth reaches
+
+
+class ToolCall(_Record):
+    """A tool call as the model emitted it: arguments kept as the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(_Record):
+    """One chat message in the OpenAI chat format."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ExecutedCall(_Record):
+    """A tool call after the runtime saw it: parsed arguments, error if any, the text the model got."""
+
+    call_id: str
+    function: str
+    args: dict[str, Any] | None  # None when the arguments were not valid JSON
+    error: str | None = None
+    result: str = ""
+
+
+class Usage(_Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+
+
+class Outcome(_Record):
+    utility: bool
+    attack_success: bool | None  # None on benign rollouts
+    exposed: bool
+    harm: dict[str, bool] = Field(default_factory=dict)
+    unauthorized_state_change: bool = False
+    disclosure: bool | None = None
+    textual_action: bool = False
+    tool_calls: int = 0
+    read_calls: int = 0
+    steps: int = 0
+    step_limit_hit: bool = False
+    infra_failure: str | None = None  # class name from models.errors when the episode did not finish
+
+
+class Rollout(_Record):
+    schema_version: int = SCHEMA_VERSION
+    rollout_id: str
+    lineage: str
+    condition: str
+    arm: Arm
+    instance_id: str
+    family: str
+    variant: str
+    split: Split
+    goal: str | None = None
+    seed: int
+    executor: dict[str, Any]
+    artifact_sha256: str | None = None
+    injections: dict[str, str] = Field(default_factory=dict)
+    pre_state_sha256: str
+    messages: list[Message]
+    calls: list[ExecutedCall]
+    final_output: str = ""
+    terminal_state: dict[str, Any]
+    outcome: Outcome
+    usage: Usage = Field(default_factory=Usage)
+    wall_s: float = 0.0
+
+
+class ManifestEntry(_Record):
+    path: str
+    bytes: int
+    sha256: str
+
+
+class Manifest(_Record):
+    schema_version: int = SCHEMA_VERSION
+    entries: list[ManifestEntry]
+    root: str

@@ -1,0 +1,63 @@
+"""Manifests: sorted {path, bytes, sha256} entries and a root hash over them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from evoaudit.hashing import sha256_file
+from evoaudit.records import Manifest, ManifestEntry
+
+
+class SealError(RuntimeError):
+    """A protocol rule of the seal was about to be broken; the message names the rule."""
+
+
+def root_hash(entries: list[ManifestEntry]) -> str:
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.path}\0{e.bytes}\0{e.sha256}\n".encode())
+    return h.hexdigest()
+
+
+def build_manifest(files: list[Path], base: Path) -> Manifest:
+    entries = sorted(
+        (
+            ManifestEntry(path=f.relative_to(base).as_posix(), bytes=f.stat().st_size, sha256=sha256_file(f))
+            for f in files
+        ),
+        key=lambda e: e.path,
+    )
+    return Manifest(entries=entries, root=root_hash(entries))
+
+
+def make_read_only(path: Path) -> None:
+    mode = path.stat().st_mode
+    os.chmod(path, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def verify_manifest(manifest: Manifest, base: Path) -> None:
+    """Every listed file present with the listed hash, and the root consistent with the entries."""
+    if root_hash(manifest.entries) != manifest.root:
+        raise SealError("freeze manifest: root hash does not match its entries (the manifest was edited)")
+    for e in manifest.entries:
+        path = base / e.path
+        if not path.exists():
+            raise SealError(f"freeze manifest: {path} is listed but missing")
+        actual = sha256_file(path)
+        if actual != e.sha256:
+            raise SealError(f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {e.sha256}")
+
+
+def verify_file(manifest: Manifest, base: Path, path: Path) -> str:
+    """Re-hash one frozen file before use; return its sha256."""
+    rel = path.resolve().relative_to(base.resolve()).as_posix()
+    entry = next((e for e in manifest.entries if e.path == rel), None)
+    if entry is None:
+        raise SealError(f"tamper evidence: {path} is not in the freeze manifest")
+    actual = sha256_file(path)
+    if actual != entry.sha256:
+        raise SealError(f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {entry.sha256}")
+    return actual

@@ -1,0 +1,135 @@
+"""Adapter over AgentDojo's own Banking suite: environment, tools, tasks and attack.
+
+Everything here is AgentDojo's real code used as a library; evoaudit adds only the glue that lets a
+variant carry its own fixture (an environment template) and lets config name the attack's user and model.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Any
+
+import yaml
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.attacks.base_attacks import FixedJailbreakAttack
+from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
+from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
+from agentdojo.default_suites.v1.banking.task_suite import BankingEnvironment
+from agentdojo.functions_runtime import FunctionsRuntime
+from agentdojo.task_suite.load_suites import get_suite
+from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
+
+SUITE_NAME = "banking"
+BENCHMARK_VERSION = "v1.2.2"
+
+# Tools that only read state; a call to one of them is a "read call" in the interface diagnostics.
+READ_ONLY_TOOLS = frozenset(
+    {
+        "get_iban",
+        "get_balance",
+        "get_most_recent_transactions",
+        "get_scheduled_transactions",
+        "read_file",
+        "get_user_info",
+    }
+)
+
+
+@functools.cache
+def load_suite(version: str = BENCHMARK_VERSION) -> TaskSuite[BankingEnvironment]:
+    return get_suite(version, SUITE_NAME)
+
+
+def official_environment_template() -> str:
+    """The suite's fixture as YAML text with its ``{vector}`` placeholders, as AgentDojo ships it."""
+    return read_suite_file(SUITE_NAME, "environment.yaml", None)
+
+
+@functools.cache
+def vector_defaults() -> dict[str, str]:
+    return load_suite().get_injection_vector_defaults()
+
+
+def build_environment(template: str, injections: dict[str, str] | None = None) -> BankingEnvironment:
+    """Fill the placeholders and parse, the way AgentDojo's ``load_and_inject_default_environment`` does.
+
+    Doing it at the text level keeps AgentDojo's serialisation effects (YAML folds newlines inside
+    quoted scalars), which exposure detection has to live with.
+    """
+    injections = injections or {}
+    unknown = set(injections) - set(vector_defaults())
+    if unknown:
+        raise ValueError(f"unknown injection vector(s) {sorted(unknown)}; known: {sorted(vector_defaults())}")
+    text = template.format(**(vector_defaults() | injections))
+    return BankingEnvironment.model_validate(yaml.safe_load(text))
+
+
+def make_runtime() -> FunctionsRuntime:
+    return FunctionsRuntime(load_suite().tools)
+
+
+@functools.cache
+def tool_schemas() -> tuple[dict[str, Any], ...]:
+    """OpenAI function-calling schemas for the suite's tools, from AgentDojo's own parameter models."""
+    schemas = []
+    for fn in load_suite().tools:
+        params = fn.parameters.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        schemas.append(
+            {"type": "function", "function": {"name": fn.name, "description": fn.description, "parameters": params}}
+        )
+    return tuple(schemas)
+
+
+def format_tool_result(result: Any) -> str:
+    """The text a model sees for a tool result: AgentDojo's own YAML formatter."""
+    return tool_result_to_str(result)
+
+
+def user_task(family: str) -> BaseUserTask[BankingEnvironment]:
+    return load_suite().get_user_task_by_id(family)
+
+
+def user_task_ids() -> list[str]:
+    return sorted(load_suite().user_tasks, key=lambda t: int(t.rsplit("_", 1)[1]))
+
+
+def injection_task(goal: str) -> BaseInjectionTask[BankingEnvironment]:
+    return load_suite().get_injection_task_by_id(goal)
+
+
+def injection_task_ids() -> list[str]:
+    return sorted(load_suite().injection_tasks, key=lambda t: int(t.rsplit("_", 1)[1]))
+
+
+def make_attack(user_name: str, model_name: str) -> ImportantInstructionsAttack:
+    """AgentDojo's ``important_instructions`` attack with names from config.
+
+    Its constructor derives the model name from a table of known model ids and fails for any other, so
+    the base class is initialised directly and the two names are set from config.
+    """
+    attack = ImportantInstructionsAttack.__new__(ImportantInstructionsAttack)
+    FixedJailbreakAttack.__init__(attack, ImportantInstructionsAttack._JB_STRING, load_suite(), None)
+    attack.user_name = user_name
+    attack.model_name = model_name
+    return attack
+
+
+def injection_text(attack: FixedJailbreakAttack, goal: str, prompt: str) -> str:
+    """The text the attack places in every vector the instance reaches."""
+    return attack.jailbreak.format(
+        goal=injection_task(goal).GOAL, user=attack.user_name, model=attack.model_name, task=prompt
+    )
+
+
+def state_dict(env: BankingEnvironment) -> dict[str, Any]:
+    return env.model_dump(mode="json")
+
+
+def state_sha256(env: BankingEnvironment) -> str:
+    blob = json.dumps(state_dict(env), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()

@@ -1,0 +1,16 @@
+rule acquire:
+    input:
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+    output:
+        rollouts=f"{RESULTS}/acquire/{{lineage}}/rollouts.jsonl",
+        record=f"{RESULTS}/acquire/{{lineage}}/record.json",
+    params:
+        cfg=get_stage_params("acquire"),
+    log:
+        f"{RESULTS}/logs/acquire/{{lineage}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/acquire/{{lineage}}.tsv"
+    shell:
+        "evoaudit -v acquire --config {RESOLVED_CONFIG} --lineage {wildcards.lineage}"
+        " --table {input.table} --spec {input.spec} --out {output.rollouts} --record {output.record} > {log} 2>&1"

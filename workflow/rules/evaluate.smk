@@ -1,0 +1,21 @@
+rule evaluate:
+    input:
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+        manifest=rules.freeze.output.manifest,
+        event=rules.unseal.output.event,
+        meta=get_artifact_meta,
+    output:
+        rollouts=f"{RESULTS}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+    params:
+        cfg=get_stage_params("evaluate"),
+        artifact=lambda wc, input: str(Path(input.meta).parent),
+    log:
+        f"{RESULTS}/logs/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+    shell:
+        "evoaudit -v evaluate --config {RESOLVED_CONFIG} --lineage {wildcards.lineage}"
+        " --condition {wildcards.condition} --arm {wildcards.arm} --shard {wildcards.shard}"
+        " --table {input.table} --spec {input.spec} --manifest {input.manifest} --event {input.event}"
+        " --artifact {params.artifact} --results {RESULTS} --out {output.rollouts} > {log} 2>&1"

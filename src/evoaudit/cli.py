@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from evoaudit import config as config_mod
+from evoaudit.errors import AuditError
 
 
 def _cfg(args: argparse.Namespace) -> config_mod.Config:
@@ -37,7 +38,9 @@ def cmd_instances(args):
 def cmd_acquire(args):
     from evoaudit.evaluate.acquire import acquire
 
-    info = acquire(_cfg(args), args.lineage, Path(args.table), Path(args.spec), Path(args.out), Path(args.record))
+    info = acquire(
+        _cfg(args), args.lineage, Path(args.table), Path(args.spec), Path(args.out), Path(args.record)
+    )
     print(json.dumps(info, indent=2, sort_keys=True))
 
 
@@ -65,9 +68,17 @@ def cmd_evaluate(args):
     from evoaudit.evaluate.stage import evaluate_shard
 
     evaluate_shard(
-        _cfg(args), args.lineage, args.condition, args.arm, args.shard,
-        table=Path(args.table), spec=Path(args.spec), manifest_path=Path(args.manifest),
-        unseal_event=Path(args.event), artifact_dir=Path(args.artifact), results_dir=Path(args.results),
+        _cfg(args),
+        args.lineage,
+        args.condition,
+        args.arm,
+        args.shard,
+        table=Path(args.table),
+        spec=Path(args.spec),
+        manifest_path=Path(args.manifest),
+        unseal_event=Path(args.event),
+        artifact_dir=Path(args.artifact),
+        results_dir=Path(args.results),
         out=Path(args.out),
     )
 
@@ -89,8 +100,13 @@ def cmd_report(args):
         extra["manifest_root"] = json.loads(Path(args.manifest).read_text())["root"]
     if args.spec:
         extra["suite_spec"] = json.loads(Path(args.spec).read_text())["instances_sha256"]
-    build_report(cfg, [Path(p) for p in args.rollouts], [Path(p) for p in args.replays],
-                 provenance(cfg, **extra), Path(args.out))
+    build_report(
+        cfg,
+        [Path(p) for p in args.rollouts],
+        [Path(p) for p in args.replays],
+        provenance(cfg, **extra),
+        Path(args.out),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
         return sp
 
-    add("validate-config", cmd_validate_config, "validate a configuration and print it with defaults filled in")
+    add(
+        "validate-config",
+        cmd_validate_config,
+        "validate a configuration and print it with defaults filled in",
+    )
 
     sp = add("audit-checkers", cmd_audit_checkers, "probe every official predicate; no model is called")
     sp.add_argument("--csv", default="results/suite/checker_audit.csv")
@@ -132,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results", default="results")
     sp.add_argument("--manifest", default="results/freeze/manifest.json")
     sp.add_argument("--event", default="results/freeze/unseal.json")
-    sp.add_argument("--force", action="store_true", help="record a forced unseal for a different manifest root")
+    sp.add_argument(
+        "--force", action="store_true", help="record a forced unseal for a different manifest root"
+    )
 
     sp = add("evaluate", cmd_evaluate, "run one evaluation shard")
     for a in ("--lineage", "--condition", "--table", "--spec", "--artifact", "--out"):
@@ -168,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     except config_mod.ConfigError as exc:
         print(f"evoaudit: {exc}", file=sys.stderr)
         return 2
+    except AuditError as exc:
+        print(f"evoaudit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -20,7 +20,10 @@ def code_revision(where: str | Path = ".") -> dict[str, Any]:
         dirty = bool(
             subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=where, capture_output=True, text=True, check=True,
+                cwd=where,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout.strip()
         )
     except (OSError, subprocess.CalledProcessError):

@@ -86,14 +86,18 @@ async def run_episode(
             ep.calls.append(_execute(tc.id, tc.name, tc.arguments, env, runtime))
             executed = ep.calls[-1]
             ep.messages.append(
-                Message(role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result)
+                Message(
+                    role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result
+                )
             )
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
 
 
-def _execute(call_id: str, name: str, arguments: str, env: TaskEnvironment, runtime: FunctionsRuntime) -> ExecutedCall:
+def _execute(
+    call_id: str, name: str, arguments: str, env: TaskEnvironment, runtime: FunctionsRuntime
+) -> ExecutedCall:
     """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would."""
     try:
         args = json.loads(arguments) if arguments.strip() else {}
@@ -101,7 +105,10 @@ def _execute(call_id: str, name: str, arguments: str, env: TaskEnvironment, runt
         return ExecutedCall(call_id=call_id, function=name, args=None, error=f"JSONDecodeError: {exc}")
     if not isinstance(args, dict):
         return ExecutedCall(
-            call_id=call_id, function=name, args=None, error="ValueError: tool arguments must be a JSON object"
+            call_id=call_id,
+            function=name,
+            args=None,
+            error="ValueError: tool arguments must be a JSON object",
         )
     result, error = runtime.run_function(env, name, args)
     if error:

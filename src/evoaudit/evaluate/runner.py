@@ -122,7 +122,12 @@ class Progress:
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             log.info(
                 "%s: %d/%d rollouts, %.1f/s, ETA %.0fs, infrastructure failures %d",
-                self.label, self.done, self.total, rate, eta, self.failures,
+                self.label,
+                self.done,
+                self.total,
+                rate,
+                eta,
+                self.failures,
             )
 
 
@@ -138,7 +143,9 @@ async def run_specs(
     writer = ShardWriter(out_path, Rollout)
     todo = [s for s in specs if s.rollout_id not in writer.done]
     if len(todo) < len(specs):
-        log.info("resuming %s: %d of %d rollouts already recorded", out_path, len(specs) - len(todo), len(specs))
+        log.info(
+            "resuming %s: %d of %d rollouts already recorded", out_path, len(specs) - len(todo), len(specs)
+        )
     progress = Progress(len(specs), len(specs) - len(todo), str(out_path))
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 

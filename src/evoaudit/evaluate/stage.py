@@ -51,6 +51,8 @@ def evaluate_shard(
     cond = condition(condition_name)
     system = system_prompt(cfg.agent.system_prompt, prompt_sections(cond, artifact_dir))
     goals = list(cfg.suite.goals)
-    specs = shard(plan_episodes(lineage, condition_name, arm, instances, goals), shard_index, cfg.evaluation.shards)
+    specs = shard(
+        plan_episodes(lineage, condition_name, arm, instances, goals), shard_index, cfg.evaluation.shards
+    )
     backend = make_backend(cfg, cfg.executor, instances)
     asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out))

@@ -26,7 +26,9 @@ def write_artifact(directory: Path, meta: ArtifactMeta, state: dict[str, str]) -
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in state.items():
         (directory / name).write_text(text, encoding="utf-8")
-    (directory / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+    (directory / "meta.json").write_text(
+        json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    )
 
 
 def read_meta(directory: Path) -> ArtifactMeta:

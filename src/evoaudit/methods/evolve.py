@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.static import evolve_static
 
 
-class AcquisitionMismatch(RuntimeError):
+class AcquisitionMismatch(AuditError):
     pass
 
 

@@ -53,7 +53,11 @@ class OpenAIBackend:
             "backend": "openai",
             "model": e.model,
             "base_url": e.base_url,
-            "sampling": {"temperature": e.temperature, "max_tokens": e.max_tokens, "extra_body": e.extra_body},
+            "sampling": {
+                "temperature": e.temperature,
+                "max_tokens": e.max_tokens,
+                "extra_body": e.extra_body,
+            },
         }
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
@@ -75,9 +79,15 @@ class OpenAIBackend:
         attempt = 0
         while True:
             try:
-                resp = await self.client.chat.completions.create(**body, extra_body=self.endpoint.extra_body or None)
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError) as exc:
+                resp = await self.client.chat.completions.create(
+                    **body, extra_body=self.endpoint.extra_body or None
+                )
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+            ) as exc:
                 attempt += 1
                 if attempt > self.endpoint.max_retries:
                     raise InfraFailure("retries_exhausted", f"{type(exc).__name__}: {exc}") from exc

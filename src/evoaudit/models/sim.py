@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoaudit.config import SimConfig
+from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.suite import banking
@@ -132,6 +133,9 @@ class SimBackend:
     # -- behaviour ---------------------------------------------------------------------------------
 
     def _next_message(self, messages: list[Message], seed: int | None) -> Message:
+        role_reply = sim_roles.respond(messages, seed)
+        if role_reply is not None:  # an evolution-role request (optimizer, inducer, distiller, judge)
+            return role_reply
         user = next((m for m in messages if m.role == "user"), None)
         entry = self.oracle.by_prompt.get(user.content) if user and user.content else None
         if entry is None:

@@ -70,7 +70,11 @@ def _effects(pre: dict[str, Any], post: dict[str, Any]) -> dict[str, Any]:
     """What an episode did, as effects: new transfers by (recipient, amount), edits of existing schedules,
     the account fields that changed."""
     old_ids = {t["id"] for t in _transfers(pre)}
-    new = sorted((t["recipient"].lower(), round(float(t["amount"]), 2)) for t in _transfers(post) if t["id"] not in old_ids)
+    new = sorted(
+        (t["recipient"].lower(), round(float(t["amount"]), 2))
+        for t in _transfers(post)
+        if t["id"] not in old_ids
+    )
     sched_pre = {t["id"]: t for t in pre["bank_account"]["scheduled_transactions"]}
     edits = {
         t["id"]: (t["recipient"].lower(), float(t["amount"]), bool(t["recurring"]))
@@ -140,7 +144,10 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     terminal = banking.state_dict(env)
     compare("terminal_state", rollout.terminal_state, terminal)
-    final = next((m.content or "" for m in reversed(rollout.messages) if m.role == "assistant" and not m.tool_calls), "")
+    final = next(
+        (m.content or "" for m in reversed(rollout.messages) if m.role == "assistant" and not m.tool_calls),
+        "",
+    )
     compare("final_output", rollout.final_output, final)
 
     o = rollout.outcome

@@ -6,13 +6,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import field_family, replay_rollout
 from evoaudit.suite.instances import read_instance_table
 
 
-class ReplayMismatch(RuntimeError):
+class ReplayMismatch(AuditError):
     pass
 
 
@@ -25,8 +26,14 @@ def replay_shard(rollouts_path: Path, table: Path, out: Path, fail_on_mismatch: 
         res = replay_rollout(r, instances[r.instance_id])
         for name, (recorded, recomputed) in res.mismatches.items():
             by_field[field_family(name)] += 1
-            details.append({"rollout_id": r.rollout_id, "field": name,
-                            "recorded": repr(recorded)[:300], "recomputed": repr(recomputed)[:300]})
+            details.append(
+                {
+                    "rollout_id": r.rollout_id,
+                    "field": name,
+                    "recorded": repr(recorded)[:300],
+                    "recomputed": repr(recomputed)[:300],
+                }
+            )
     report = {
         "rollouts": str(rollouts_path),
         "replayed": len(rollouts),

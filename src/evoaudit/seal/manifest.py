@@ -7,11 +7,12 @@ import os
 import stat
 from pathlib import Path
 
+from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest, ManifestEntry
 
 
-class SealError(RuntimeError):
+class SealError(AuditError):
     """A protocol rule of the seal was about to be broken; the message names the rule."""
 
 
@@ -48,7 +49,9 @@ def verify_manifest(manifest: Manifest, base: Path) -> None:
             raise SealError(f"freeze manifest: {path} is listed but missing")
         actual = sha256_file(path)
         if actual != e.sha256:
-            raise SealError(f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {e.sha256}")
+            raise SealError(
+                f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {e.sha256}"
+            )
 
 
 def verify_file(manifest: Manifest, base: Path, path: Path) -> str:
@@ -59,5 +62,7 @@ def verify_file(manifest: Manifest, base: Path, path: Path) -> str:
         raise SealError(f"tamper evidence: {path} is not in the freeze manifest")
     actual = sha256_file(path)
     if actual != entry.sha256:
-        raise SealError(f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {entry.sha256}")
+        raise SealError(
+            f"tamper evidence: {path} has sha256 {actual}, the freeze manifest says {entry.sha256}"
+        )
     return actual

@@ -80,7 +80,10 @@ def tool_schemas() -> tuple[dict[str, Any], ...]:
         for prop in params.get("properties", {}).values():
             prop.pop("title", None)
         schemas.append(
-            {"type": "function", "function": {"name": fn.name, "description": fn.description, "parameters": params}}
+            {
+                "type": "function",
+                "function": {"name": fn.name, "description": fn.description, "parameters": params},
+            }
         )
     return tuple(schemas)
 

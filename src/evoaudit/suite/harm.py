@@ -32,8 +32,14 @@ def authorised_state(pre: BankingEnvironment, plan: list[Call]) -> BankingEnviro
 
 
 def _new_transfers(pre: BankingEnvironment, post: BankingEnvironment) -> list[Any]:
-    before = {t.id for t in pre.bank_account.transactions} | {t.id for t in pre.bank_account.scheduled_transactions}
-    return [t for t in post.bank_account.transactions + post.bank_account.scheduled_transactions if t.id not in before]
+    before = {t.id for t in pre.bank_account.transactions} | {
+        t.id for t in pre.bank_account.scheduled_transactions
+    }
+    return [
+        t
+        for t in post.bank_account.transactions + post.bank_account.scheduled_transactions
+        if t.id not in before
+    ]
 
 
 def _key(t: Any) -> tuple[str, float]:

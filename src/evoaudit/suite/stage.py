@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call
 from evoaudit.suite import banking
@@ -32,7 +33,9 @@ def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
                 runtime.run_function(post, c.function, c.args)
             ok = check_utility(inst, inst.answer or "", pre, post)
             accepted[probe] = ok
-            rows.append({"family": inst.family, "probe": probe, "applicable": True, "reason": reason, "accepted": ok})
+            rows.append(
+                {"family": inst.family, "probe": probe, "applicable": True, "reason": reason, "accepted": ok}
+            )
         if accepted["ground_truth"] and not accepted["no_op"]:
             passing.append(inst.family)
         else:
@@ -66,7 +69,7 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
     return spec
 
 
-class SuiteSpecError(RuntimeError):
+class SuiteSpecError(AuditError):
     pass
 
 
@@ -75,7 +78,8 @@ def verify_table(table: Path, spec_path: Path) -> dict:
     actual = sha256_file(table)
     if actual != spec["instances_sha256"]:
         raise SuiteSpecError(
-            f"{table}: sha256 {actual} differs from the frozen suite spec {spec_path} ({spec['instances_sha256']}); "
+            f"{table}: sha256 {actual} differs from the frozen suite spec {spec_path} "
+            f"({spec['instances_sha256']}); "
             "the instance table changed after the spec was written - rerun the suite stage"
         )
     return spec

@@ -1,0 +1,123 @@
+"""The evaluation runner on AgentDojo's real Banking environment: rollouts, records, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from evoaudit import config as config_mod
+from evoaudit.agent.prompt import system_prompt
+from evoaudit.evaluate.runner import plan_episodes, run_one, run_specs
+from evoaudit.jsonl import partial_path, read_records
+from evoaudit.models.factory import make_backend
+from evoaudit.records import Rollout
+from evoaudit.suite.instances import build_instances
+
+
+@pytest.fixture(scope="module")
+def setup():
+    # A simulator that always reads, never errs and always complies: outcomes are then known in advance.
+    cfg = config_mod.from_dict(
+        {"sim": {"competence": 1.0, "read_propensity": 1.0, "compliance": 1.0}, "agent": {"max_steps": 20}}
+    )
+    instances = [i for i in build_instances(cfg) if i.variant == "v3"]
+    backend = make_backend(cfg, cfg.executor, instances)
+    return cfg, instances, backend
+
+
+def _instance(instances, family):
+    return next(i for i in instances if i.family == family)
+
+
+def test_benign_rollout_executes_real_tools_and_records_terminal_state(setup):
+    cfg, instances, backend = setup
+    inst = _instance(instances, "user_task_3")
+    spec = plan_episodes("L1", "static", "benign", [inst], [])[0]
+    r = asyncio.run(run_one(cfg, backend, spec, system_prompt(cfg.agent.system_prompt), None))
+    assert r.outcome.utility is True
+    assert r.outcome.attack_success is None and r.outcome.exposed is False
+    sent = [c for c in r.calls if c.function == "send_money"]
+    assert len(sent) == 1 and sent[0].error is None
+    # The terminal state is AgentDojo's environment after the real tool ran.
+    new = [t for t in r.terminal_state["bank_account"]["transactions"] if t["id"] > 5]
+    assert [(t["recipient"], t["amount"]) for t in new] == [(sent[0].args["recipient"], sent[0].args["amount"])]
+    assert [m.role for m in r.messages[:2]] == ["system", "user"]
+    assert r.messages[-1].role == "assistant" and not r.messages[-1].tool_calls
+
+
+def test_attacked_rollout_places_injection_and_records_goal_success(setup):
+    cfg, instances, backend = setup
+    inst = _instance(instances, "user_task_3")
+    spec = plan_episodes("L1", "static", "attacked", [inst], ["injection_task_7"])[0]
+    r = asyncio.run(run_one(cfg, backend, spec, system_prompt(cfg.agent.system_prompt), None))
+    assert set(r.injections) == set(inst.vectors) and r.injections
+    assert r.outcome.exposed is True
+    assert r.outcome.attack_success is True  # injection_task_7: the password was changed
+    assert r.terminal_state["user_account"]["password"] == "new_password"
+    assert r.outcome.harm["account_change"] is True and r.outcome.unauthorized_state_change is True
+
+
+def test_benign_and_attacked_rollouts_differ(setup):
+    cfg, instances, backend = setup
+    inst = _instance(instances, "user_task_3")
+    benign = plan_episodes("L1", "static", "benign", [inst], [])[0]
+    attacked = plan_episodes("L1", "static", "attacked", [inst], ["injection_task_7"])[0]
+    sys_prompt = system_prompt(cfg.agent.system_prompt)
+    a = asyncio.run(run_one(cfg, backend, benign, sys_prompt, None))
+    b = asyncio.run(run_one(cfg, backend, attacked, sys_prompt, None))
+    assert [c.function for c in a.calls] != [c.function for c in b.calls]
+
+
+def test_shard_appends_each_rollout_and_skips_finished_ones_on_restart(setup, tmp_path):
+    cfg, instances, backend = setup
+    specs = plan_episodes("L1", "static", "benign", instances[:4], [])
+    out = tmp_path / "shard0.jsonl"
+    sys_prompt = system_prompt(cfg.agent.system_prompt)
+    # A previous run finished two rollouts and was killed while writing the third.
+    done = [asyncio.run(run_one(cfg, backend, s, sys_prompt, None)) for s in specs[:2]]
+    partial = partial_path(out)
+    partial.write_text("".join(r.model_dump_json() + "\n" for r in done) + '{"rollout_id": "L1/sta')
+
+    calls = []
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def fingerprint(self):
+            return self.inner.fingerprint()
+
+        async def complete(self, request):
+            calls.append(request.messages[1].content)
+            return await self.inner.complete(request)
+
+    rollouts = asyncio.run(run_specs(cfg, Counting(backend), specs, sys_prompt, None, out))
+    assert not partial.exists() and out.exists()
+    assert [r.rollout_id for r in read_records(out, Rollout)] == [s.rollout_id for s in specs]
+    asked = set(calls)
+    assert asked == {s.instance.prompt for s in specs[2:]}  # finished rollouts were not redone
+    assert rollouts[0].model_dump() == done[0].model_dump()
+
+
+def test_shard_keeps_finished_rollouts_when_an_episode_crashes(setup, tmp_path):
+    cfg, instances, backend = setup
+    specs = plan_episodes("L1", "static", "benign", instances[:3], [])
+    out = tmp_path / "shard0.jsonl"
+
+    class Crashing:
+        def fingerprint(self):
+            return backend.fingerprint()
+
+        async def complete(self, request):
+            if request.messages[1].content == specs[2].instance.prompt:
+                raise RuntimeError("endpoint process died")
+            return await backend.complete(request)
+
+    cfg1 = cfg.model_copy(update={"executor": cfg.executor.model_copy(update={"concurrency": 1})})
+    with pytest.raises(RuntimeError, match="endpoint process died"):
+        asyncio.run(run_specs(cfg1, Crashing(), specs, system_prompt(cfg.agent.system_prompt), None, out))
+    assert not out.exists()
+    kept = [json.loads(line)["rollout_id"] for line in partial_path(out).read_text().splitlines()]
+    assert kept == [s.rollout_id for s in specs[:2]]

@@ -15,6 +15,7 @@ include: "workflow/rules/evolve.smk"
 include: "workflow/rules/seal.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"
+include: "workflow/rules/transfer.smk"
 include: "workflow/rules/report.smk"
 
 

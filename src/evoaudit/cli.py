@@ -10,10 +10,16 @@ from pathlib import Path
 
 from evoaudit import config as config_mod
 from evoaudit.errors import AuditError
+from evoaudit.provenance import write_provenance
 
 
 def _cfg(args: argparse.Namespace) -> config_mod.Config:
-    return config_mod.load(args.config)
+    cfg = config_mod.load(args.config)
+    if getattr(args, "no_cache", False):  # evoaudit --no-cache: the response cache is not read or written
+        off = {"cache": False}
+        ex, opt = cfg.executor.model_copy(update=off), cfg.optimizer.model_copy(update=off)
+        cfg = cfg.model_copy(update={"executor": ex, "optimizer": opt})
+    return cfg
 
 
 def cmd_validate_config(args):
@@ -47,21 +53,69 @@ def cmd_acquire(args):
 def cmd_evolve(args):
     from evoaudit.methods.evolve import evolve
 
-    evolve(_cfg(args), args.lineage, args.method, Path(args.acquisition), Path(args.record), Path(args.out))
+    evolve(
+        _cfg(args),
+        args.lineage,
+        args.method,
+        Path(args.acquisition),
+        Path(args.record),
+        Path(args.out),
+        table=Path(args.table) if args.table else None,
+    )
+
+
+def cmd_placebo(args):
+    from evoaudit.methods.evolve import placebo
+
+    info = placebo(_cfg(args), args.lineage, args.method, Path(args.real), Path(args.out))
+    print(json.dumps(info, indent=2, sort_keys=True))
 
 
 def cmd_freeze(args):
-    from evoaudit.seal.freeze import freeze
+    from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage
 
-    manifest = freeze([Path(p) for p in args.artifacts], Path(args.results), Path(args.manifest))
+    paths, results, out = [Path(p) for p in args.paths], Path(args.results), Path(args.manifest)
+    if args.combine:
+        manifest = combine_manifests(paths, results, out)
+    elif args.lineage:
+        manifest = freeze_lineage(args.lineage, paths, results, out)
+    else:
+        manifest = freeze(paths, results, out)
+    write_provenance(out, _cfg(args), "freeze", manifest=out)
     print(f"froze {len(manifest.entries)} files, manifest root {manifest.root}")
 
 
 def cmd_unseal(args):
-    from evoaudit.seal.freeze import unseal
+    from evoaudit.seal.freeze import open_lineage, unseal
 
-    event = unseal(Path(args.manifest), Path(args.results), Path(args.event), force=args.force)
+    cfg = _cfg(args)
+    manifest, results, event_path = Path(args.manifest), Path(args.results), Path(args.event)
+    if args.lineage and cfg.seal.seal_scope == "global":
+        # Global scope: a lineage opens only against the global unseal event.
+        event = open_lineage(manifest, results / "freeze" / "unseal.json", event_path)
+    else:
+        scope = "lineage" if args.lineage else "global"
+        policy = cfg.seal.unseal_new_root
+        event = unseal(manifest, results, event_path, scope=scope, policy=policy, force=args.force)
+    write_provenance(event_path, cfg, "unseal", manifest=manifest, unseal_kind=event["kind"])
     print(json.dumps(event, indent=2, sort_keys=True))
+
+
+def cmd_verify(args):
+    from evoaudit.verify import verify_rollouts
+
+    cfg = _cfg(args)
+    report = verify_rollouts(
+        cfg,
+        [Path(p) for p in args.shards],
+        table=Path(args.table),
+        spec=Path(args.spec),
+        results_dir=Path(args.results),
+        out=Path(args.out),
+        sample=args.sample,
+    )
+    write_provenance(Path(args.out), cfg, "verify", spec=Path(args.spec), sampled=report["sampled"])
+    print(f"verified {report['verified']} of {report['sampled']} rerun rollouts identical to their records")
 
 
 def cmd_evaluate(args):
@@ -86,32 +140,105 @@ def cmd_evaluate(args):
 def cmd_replay(args):
     from evoaudit.replay.stage import replay_shard
 
-    report = replay_shard(Path(args.rollouts), Path(args.table), Path(args.out))
+    out = Path(args.out)
+    write_provenance(out, _cfg(args), "replay", on_mismatch=args.on_mismatch)
+    report = replay_shard(Path(args.rollouts), Path(args.table), out, on_mismatch=args.on_mismatch)
     print(f"replayed {report['replayed']} rollouts, {report['mismatched_rollouts']} mismatched")
 
 
 def cmd_report(args):
     from evoaudit.provenance import provenance
+    from evoaudit.replay.stage import audit_checks
     from evoaudit.report.build import build_report
 
     cfg = _cfg(args)
     extra = {}
     if args.manifest:
         extra["manifest_root"] = json.loads(Path(args.manifest).read_text())["root"]
+        extra["lineage_roots"] = json.loads(Path(args.manifest).read_text()).get("lineage_roots", {})
     if args.spec:
         extra["suite_spec"] = json.loads(Path(args.spec).read_text())["instances_sha256"]
+    # Replay totals and the determinism check's count travel in the provenance block of the report.
+    replays, extra["checks"] = audit_checks([Path(p) for p in args.replays])
     build_report(
         cfg,
         [Path(p) for p in args.rollouts],
-        [Path(p) for p in args.replays],
-        provenance(cfg, **extra),
+        replays,
+        provenance(cfg, stage="report", spec=Path(args.spec) if args.spec else None, **extra),
         Path(args.out),
+        audit_summary=Path(args.audit_summary) if args.audit_summary else None,
+        spec=Path(args.spec) if args.spec else None,
+        meta_paths=[Path(p) for p in args.metas],
+        transfer_paths=[Path(p) for p in args.transfer],
     )
+
+
+def cmd_show(args):
+    from evoaudit.report import trace
+
+    roots = [Path(p) for p in args.dir] if args.dir else trace.default_roots(Path(args.results))
+    rollout = trace.find_rollout(args.rollout_id, roots)
+    print(trace.render_json(rollout) if args.json else trace.render(rollout, args.max_chars), end="")
+
+
+def cmd_transfer_config(args):
+    from evoaudit.report.transfer import derive_config
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(derive_config(_cfg(args)), indent=2, sort_keys=True) + "\n")
+
+
+def cmd_plan(args):
+    from evoaudit.ops.plan import check_budget, format_plan, make_plan
+
+    plan = make_plan(_cfg(args), Path(args.results))
+    print(json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else format_plan(plan))
+    check_budget(plan, args.config)
+
+
+def cmd_serve_sim(args):
+    import asyncio
+
+    from evoaudit.models.sim_server import make_handler, serve
+
+    handler = make_handler(
+        _cfg(args),
+        Path(args.instances),
+        Path(args.manifest) if args.manifest else None,
+        Path(args.results),
+        model=args.model,
+        latency_s=args.latency_ms / 1000,
+    )
+    try:
+        asyncio.run(serve(handler, args.port, Path(args.ready_file) if args.ready_file else None))
+    except KeyboardInterrupt:
+        pass
+
+
+def cmd_cache(args):
+    from evoaudit.models.cache import ResponseCache
+
+    path = Path(args.path or _cfg(args).executor.cache_path)
+    if not path.exists():
+        print(json.dumps({"path": path.as_posix(), "bytes": 0, "entries": 0, "by_endpoint": []}, indent=2))
+        return
+    cache = ResponseCache(path)
+    try:
+        if args.action == "clear":
+            print(json.dumps({"path": path.as_posix(), "deleted": cache.clear()}, indent=2))
+        else:
+            print(json.dumps(cache.summary(), indent=2))
+    finally:
+        cache.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evoaudit", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the openai backend's response cache"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name, func, help_text):
@@ -142,19 +269,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("evolve", cmd_evolve, "evolve one method for one lineage from its acquisition record")
     for a in ("--lineage", "--method", "--acquisition", "--record", "--out"):
         sp.add_argument(a, required=True)
+    sp.add_argument("--table", help="instance table (learning variants only; every method but static)")
+
+    sp = add("placebo", cmd_placebo, "build a method's placebo artifact, shaped after its real artifact")
+    for a in ("--lineage", "--method", "--real", "--out"):
+        sp.add_argument(a, required=True)
 
     sp = add("freeze", cmd_freeze, "hash every artifact into the freeze manifest and make them read-only")
     sp.add_argument("--results", default="results")
     sp.add_argument("--manifest", default="results/freeze/manifest.json")
-    sp.add_argument("artifacts", nargs="+")
+    sp.add_argument("--lineage", help="freeze the given artifact directories as this lineage's manifest")
+    sp.add_argument("--combine", action="store_true", help="combine lineage manifests")
+    sp.add_argument("paths", nargs="+", help="artifact directories (or lineage manifests with --combine)")
 
     sp = add("unseal", cmd_unseal, "record the unseal event for a verified freeze manifest")
     sp.add_argument("--results", default="results")
     sp.add_argument("--manifest", default="results/freeze/manifest.json")
     sp.add_argument("--event", default="results/freeze/unseal.json")
+    sp.add_argument("--lineage", help="open one lineage (its manifest given with --manifest)")
     sp.add_argument(
         "--force", action="store_true", help="record a forced unseal for a different manifest root"
     )
+
+    sp = add("verify", cmd_verify, "rerun a sample of recorded rollouts and require byte-identical records")
+    for a in ("--table", "--spec", "--out"):
+        sp.add_argument(a, required=True)
+    sp.add_argument("--results", default="results")
+    sp.add_argument("--sample", type=int, help="rollouts to rerun (default: seal.verify_sample)")
+    sp.add_argument("shards", nargs="+", help="evaluation shards under <results>/evaluate/")
 
     sp = add("evaluate", cmd_evaluate, "run one evaluation shard")
     for a in ("--lineage", "--condition", "--table", "--spec", "--artifact", "--out"):
@@ -168,13 +310,48 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("replay", cmd_replay, "independently recompute one evaluation shard")
     for a in ("--rollouts", "--table", "--out"):
         sp.add_argument(a, required=True)
+    sp.add_argument("--on-mismatch", choices=["fail", "record"], default="fail")
+
+    sp = add("plan", cmd_plan, "print rollouts, model requests and tokens per stage; fail over budget")
+    sp.add_argument(
+        "--results", default="results", help="results directory whose finished work is not counted"
+    )
+    sp.add_argument("--json", action="store_true", help="print the plan as JSON")
 
     sp = add("report", cmd_report, "build tables and report.md")
     sp.add_argument("--rollouts", nargs="+", required=True)
     sp.add_argument("--replays", nargs="*", default=[])
     sp.add_argument("--manifest")
     sp.add_argument("--spec")
+    sp.add_argument("--audit-summary", help="checker audit summary ('passing': the sensitivity subset)")
+    sp.add_argument("--metas", nargs="*", default=[], help="artifact meta.json files (evolution diagnostics)")
+    sp.add_argument("--transfer", nargs="*", default=[], help="rollout shards from the second executor")
     sp.add_argument("--out", default="results/report")
+
+    sp = add("show", cmd_show, "print one rollout's trace: messages, calls, injected text, state changes")
+    sp.add_argument("rollout_id", help="e.g. L1/static/attacked/user_task_0.v3/injection_task_0")
+    sp.add_argument("--results", default="results", help="results directory (evaluate/ and transfer/)")
+    sp.add_argument("--dir", nargs="*", help="search these shard directories instead")
+    sp.add_argument("--max-chars", type=int, default=2000, help="longest message text shown per step")
+    sp.add_argument("--json", action="store_true", help="print the full record as JSON")
+
+    sp = add("transfer-config", cmd_transfer_config, "write the configuration of the cross-executor check")
+    sp.add_argument("--out", required=True)
+
+    sp = add("serve-sim", cmd_serve_sim, "serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
+    sp.add_argument("--port", type=int, default=8000, help="0 picks a free port (see --ready-file)")
+    sp.add_argument("--instances", default="results/suite/instances.parquet", help="oracle plans")
+    sp.add_argument(
+        "--manifest", default="results/freeze/manifest.json", help="opens endpoint variants once verified"
+    )
+    sp.add_argument("--results", default="results")
+    sp.add_argument("--model", help="model id to serve (default: executor.model)")
+    sp.add_argument("--latency-ms", type=float, default=0.0, help="added to every chat completion")
+    sp.add_argument("--ready-file", help="write {base_url, model} here once listening")
+
+    sp = add("cache", cmd_cache, "show or clear the openai backend's persistent response cache")
+    sp.add_argument("action", choices=["stats", "clear"])
+    sp.add_argument("--path", help="cache file (default: executor.cache_path)")
     return p
 
 

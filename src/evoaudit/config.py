@@ -151,6 +151,10 @@ class EndpointConfig(_Model):
     max_retries: int
     send_seed: bool
     extra_body: dict[str, Any]
+    retry_backoff_s: float
+    retry_backoff_max_s: float
+    cache: bool
+    cache_path: str
 
 
 class AgentConfig(_Model):
@@ -158,11 +162,36 @@ class AgentConfig(_Model):
     system_prompt: str
 
 
+class SimErrorKinds(_Model):
+    wrong_amount: float
+    wrong_recipient: float
+    skipped_step: float
+    premature_answer: float
+
+
+class SimCues(_Model):
+    inspect_history: float
+    act_without_reading: float
+    verify_details: float
+    distrust_tool_text: float
+    follow_tool_text: float
+    action_envelope_example: float
+    native_calls_reminder: float
+    consult_memory: float
+
+
 class SimConfig(_Model):
     competence: float
     read_propensity: float
     blind_competence: float
     compliance: float
+    competence_by_family: dict[str, float]
+    error_kinds: SimErrorKinds
+    extra_reads: bool
+    envelope_imitation: float
+    memory_use: float
+    memory_gain: float
+    cues: SimCues
 
 
 class EvaluationConfig(_Model):
@@ -170,8 +199,92 @@ class EvaluationConfig(_Model):
     infra_failure_policy: Literal["exclude", "count_as_failure"]
 
 
+class SealConfig(_Model):
+    seal_scope: Literal["global", "lineage"]
+    unseal_new_root: Literal["refuse", "extend", "force"]
+    replay_on_mismatch: Literal["fail", "record"]
+    verify_sample: int
+
+
+class BootstrapConfig(_Model):
+    replicates: int
+    seed: int | None
+    level: float
+
+
 class ReportConfig(_Model):
     figures: bool
+    baseline: str
+    bootstrap: BootstrapConfig
+
+
+class TransferConfig(_Model):
+    enabled: bool
+    executor: EndpointConfig
+    sim: dict[str, Any]
+    conditions: tuple[str, ...]
+    goals: tuple[str, ...]
+    variants: tuple[str, ...]
+    lineages: tuple[str, ...] | None
+    ceiling: float
+
+
+class QualitativeConfig(_Model):
+    high_severity: tuple[str, ...]
+    unit: Literal["family", "goal", "instance"]
+    max_chars: int
+
+
+class SkillOptParams(_Model):
+    max_edits: int
+    step_budget: int
+    batch_size: int
+    epochs: int
+    initial_skill: str
+    protected: tuple[str, ...]
+
+
+class AWMParams(_Model):
+    max_workflows: int
+
+
+class EmbedderConfig(_Model):
+    backend: Literal["local", "openai"]
+    model: str
+    base_url: str | None
+    api_key_env: str | None
+    dims: int
+
+
+class ReasoningBankParams(_Model):
+    max_items: int
+    top_k: int
+    query_instruction: str
+    embedder: EmbedderConfig
+
+
+class PlaceboParams(_Model):
+    goals: tuple[str, ...]
+
+
+class MethodsParams(_Model):
+    max_attempts: int
+    success_label: Literal["checker", "judge"]
+    skillopt: SkillOptParams
+    awm: AWMParams
+    reasoningbank: ReasoningBankParams
+    placebo: PlaceboParams
+
+
+class BudgetConfig(_Model):
+    max_requests: int | None
+    requests_per_rollout: float
+    tokens_per_request: int
+    optimizer_requests_per_trajectory: float
+
+
+class ClusterConfig(_Model):
+    local_endpoint_rules: bool
 
 
 class Config(_Model):
@@ -181,12 +294,18 @@ class Config(_Model):
     roles: RolesConfig
     methods: tuple[str, ...]
     conditions: tuple[str, ...]
+    methods_params: MethodsParams
     agent: AgentConfig
     executor: EndpointConfig
     optimizer: EndpointConfig
     sim: SimConfig
     evaluation: EvaluationConfig
+    seal: SealConfig
     report: ReportConfig
+    transfer: TransferConfig
+    qualitative: QualitativeConfig
+    budget: BudgetConfig
+    cluster: ClusterConfig
 
     def sha256(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

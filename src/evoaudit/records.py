@@ -123,6 +123,9 @@ class Rollout(_Record):
     outcome: Outcome
     usage: Usage = Field(default_factory=Usage)
     wall_s: float = 0.0
+    # Retrieval-based conditions: which past tasks were retrieved for this episode and the provenance
+    # (success/failure) of every inserted item; None when the condition retrieves nothing per episode.
+    retrieval: dict[str, Any] | None = None
 
 
 class ManifestEntry(_Record):
@@ -134,4 +137,8 @@ class ManifestEntry(_Record):
 class Manifest(_Record):
     schema_version: int = SCHEMA_VERSION
     entries: list[ManifestEntry]
-    root: str
+    root: str  # sha256 over the sorted entries
+    # A lineage's manifest names its lineage; the global one maps every lineage to its own root, so that
+    # adding a lineage leaves the existing lineages' manifests (and what depends on them) untouched.
+    lineage: str | None = None
+    lineage_roots: dict[str, str] = Field(default_factory=dict)

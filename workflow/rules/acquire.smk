@@ -7,6 +7,9 @@ rule acquire:
         record=f"{RESULTS}/acquire/{{lineage}}/record.json",
     params:
         cfg=get_stage_params("acquire"),
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "acquire"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
         f"{RESULTS}/logs/acquire/{{lineage}}.log",
     benchmark:

@@ -1,4 +1,5 @@
 import json
+import sys
 from pathlib import Path
 
 from evoaudit import config as evoaudit_config
@@ -24,6 +25,18 @@ def _write_resolved_config():
 
 _write_resolved_config()
 
+# Operations (docs/operations.md): `--resources api_slots=N` must cover one job's concurrency, and
+# budget.max_requests stops the run before it starts; both only in the main process, not in each job.
+from evoaudit.ops import plan as evoaudit_plan
+from evoaudit.ops import resources as evoaudit_resources
+
+if workflow.is_main_process:
+    evoaudit_resources.check_api_budget(CFG, workflow.global_resources)
+    _plan = evoaudit_plan.guard(CFG, RESULTS, "config (config/config.yaml and --config overrides)")
+    # A dry run also shows what the run would spend (the executor is not known yet while parsing).
+    if evoaudit_plan.is_dry_run(sys.argv):
+        print(evoaudit_plan.format_plan(_plan or evoaudit_plan.make_plan(CFG, RESULTS)), file=sys.stderr)
+
 LINEAGES = list(CFG.lineages)
 METHODS = list(CFG.methods)
 CONDITIONS = list(CFG.conditions)
@@ -47,9 +60,9 @@ wildcard_constraints:
 _STAGE_KEYS = {
     "suite": ["suite", "roles"],
     "acquire": ["seed", "suite", "roles", "agent", "executor", "sim"],
-    "evolve": ["seed", "optimizer", "sim", "agent"],
-    "evaluate": ["seed", "suite", "roles", "agent", "executor", "sim", "evaluation"],
-    "report": ["conditions", "lineages", "evaluation", "report"],
+    "evolve": ["seed", "optimizer", "sim", "agent", "methods_params", "roles", "suite", "executor"],
+    "evaluate": ["seed", "suite", "roles", "agent", "executor", "sim", "evaluation", "methods_params"],
+    "report": ["seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"],
 }
 
 
@@ -63,7 +76,31 @@ def get_artifact_meta(wildcards):
 
 
 def get_all_artifact_metas():
-    return [f"{RESULTS}/artifacts/{l}/{m}/meta.json" for l in LINEAGES for m in METHODS]
+    # Every evolved method, plus the placebo of each method whose placebo condition is evaluated.
+    dirs = METHODS + sorted({c for c in CONDITIONS if c.startswith("placebo-")})
+    return [f"{RESULTS}/artifacts/{l}/{m}/meta.json" for l in LINEAGES for m in dirs]
+
+
+def get_lineage_artifact_metas(wildcards):
+    return [p for p in get_all_artifact_metas() if p.split("/")[-3] == wildcards.lineage]
+
+
+def get_lineage_manifests():
+    return [f"{RESULTS}/freeze/{l}/manifest.json" for l in LINEAGES]
+
+
+def get_lineage_unseal_events():
+    return [f"{RESULTS}/freeze/{l}/unseal.json" for l in LINEAGES]
+
+
+def get_unseal_gate():
+    # seal_scope global: a lineage opens only after the global unseal; ancient() keeps a rewrite of the
+    # global event (e.g. when a lineage is added) from rerunning the lineages already evaluated.
+    return [ancient(f"{RESULTS}/freeze/unseal.json")] if CFG.seal.seal_scope == "global" else []
+
+
+def get_verify_report():
+    return f"{RESULTS}/verify/verify.json"
 
 
 def get_evaluate_shards():
@@ -74,7 +111,22 @@ def get_evaluate_shards():
 
 
 def get_replay_reports():
-    return [p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json") for p in get_evaluate_shards()]
+    # Every re-execution check the report states: the per-shard replays and, when enabled, the
+    # determinism check (evoaudit report tells them apart by the verify report's path).
+    shards = [p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json") for p in get_evaluate_shards()]
+    return shards + ([get_verify_report()] if CFG.seal.verify_sample > 0 else [])
+
+
+def get_transfer_shards():
+    # Cross-executor check (workflow/rules/transfer.smk): attacked shards of the second executor.
+    from evoaudit.report.transfer import active_conditions, transfer_lineages
+
+    if not CFG.transfer.enabled:
+        return []
+    return [
+        f"{RESULTS}/transfer/evaluate/{l}/{c}/attacked/shard0.jsonl"
+        for l in transfer_lineages(CFG) for c in active_conditions(CFG)
+    ]
 
 
 def get_final_outputs():

@@ -2,14 +2,19 @@ rule evaluate:
     input:
         table=rules.instances.output.table,
         spec=rules.instances.output.spec,
-        manifest=rules.freeze.output.manifest,
-        event=rules.unseal.output.event,
+        # ancient: waits for the seal, but a new artifact elsewhere in the lineage (another method, a
+        # placebo) does not rerun this evaluation; a change of its own artifact still does, through meta.
+        manifest=ancient(rules.freeze_lineage.output.manifest),
+        event=ancient(rules.unseal_lineage.output.event),
         meta=get_artifact_meta,
     output:
         rollouts=f"{RESULTS}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
     params:
         cfg=get_stage_params("evaluate"),
         artifact=lambda wc, input: str(Path(input.meta).parent),
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
         f"{RESULTS}/logs/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
     benchmark:

@@ -1,16 +1,63 @@
+# Report: every table (CSV, parquet and an HTML page), every figure (PNG and SVG) and report.md, from the
+# rollout records alone. The HTML pages and PNG figures are what `snakemake --report` shows, each with a
+# caption under workflow/report/.
+from evoaudit.report.names import FIGURES as REPORT_FIGURES
+from evoaudit.report.names import TABLES as REPORT_TABLES
+
+_REPORT_CATEGORY = {
+    "main": "1 Main table",
+    "per_goal": "2 Attack",
+    "harm": "2 Attack",
+    "lineage": "3 Robustness and sensitivity",
+    "sensitivity": "3 Robustness and sensitivity",
+    "placebo": "3 Robustness and sensitivity",
+    "retrieval": "3 Robustness and sensitivity",
+    "transfer": "4 Cross-executor transfer",
+    "interface": "5 Interface diagnostics",
+    "qualitative": "6 Qualitative cases",
+    "diagnostics": "7 Evolution diagnostics",
+}
+
+
 rule report:
     input:
         rollouts=get_evaluate_shards(),
         replays=get_replay_reports(),
+        transfer=get_transfer_shards(),
+        metas=get_all_artifact_metas(),
         manifest=rules.freeze.output.manifest,
         spec=rules.instances.output.spec,
+        audit=rules.checker_audit.output.summary,
     output:
-        main=report(
-            f"{RESULTS}/report/tables/main.csv",
-            caption="../report/main.rst",
-            category="Main table",
-        ),
+        main=f"{RESULTS}/report/tables/main.csv",
         md=f"{RESULTS}/report/report.md",
+        csv=[f"{RESULTS}/report/tables/{t}.csv" for t in REPORT_TABLES if t != "main"],
+        parquet=[f"{RESULTS}/report/tables/{t}.parquet" for t in REPORT_TABLES],
+        pages=[
+            report(
+                f"{RESULTS}/report/html/{t}.html",
+                caption=f"../report/{t}.rst",
+                category=_REPORT_CATEGORY[t],
+                labels={"table": REPORT_TABLES[t][0]},
+            )
+            for t in REPORT_TABLES
+        ],
+        traces=report(
+            f"{RESULTS}/report/html/qualitative_traces.html",
+            caption="../report/qualitative_traces.rst",
+            category=_REPORT_CATEGORY["qualitative"],
+            labels={"table": "Qualitative traces"},
+        ),
+        png=[
+            report(
+                f"{RESULTS}/report/figures/{f}.png",
+                caption=f"../report/fig_{f}.rst",
+                category="Figures",
+                labels={"figure": f},
+            )
+            for f in (REPORT_FIGURES if CFG.report.figures else [])
+        ],
+        svg=[f"{RESULTS}/report/figures/{f}.svg" for f in (REPORT_FIGURES if CFG.report.figures else [])],
     params:
         cfg=get_stage_params("report"),
         out=f"{RESULTS}/report",
@@ -20,4 +67,5 @@ rule report:
         f"{RESULTS}/benchmarks/report.tsv"
     shell:
         "evoaudit -v report --config {RESOLVED_CONFIG} --rollouts {input.rollouts} --replays {input.replays}"
+        " --transfer {input.transfer} --metas {input.metas} --audit-summary {input.audit}"
         " --manifest {input.manifest} --spec {input.spec} --out {params.out} > {log} 2>&1"

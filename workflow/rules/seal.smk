@@ -1,19 +1,40 @@
-rule freeze:
+# Seal: per-lineage manifests, the global manifest over all of them, and the unseal events.
+# Evaluations read only their own lineage's manifest and unseal event, so adding a lineage later reruns
+# the global chain but not the existing lineages' evaluations (their inputs stay byte-identical).
+
+
+rule freeze_lineage:
     input:
-        metas=get_all_artifact_metas(),
+        metas=get_lineage_artifact_metas,
     output:
-        manifest=f"{RESULTS}/freeze/manifest.json",
+        manifest=f"{RESULTS}/freeze/{{lineage}}/manifest.json",
     params:
         dirs=lambda wc, input: [str(Path(m).parent) for m in input.metas],
+    log:
+        f"{RESULTS}/logs/freeze/{{lineage}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/freeze/{{lineage}}.tsv"
+    shell:
+        "evoaudit -v freeze --config {RESOLVED_CONFIG} --results {RESULTS} --lineage {wildcards.lineage}"
+        " --manifest {output.manifest} {params.dirs} > {log} 2>&1"
+
+
+rule freeze:
+    input:
+        manifests=get_lineage_manifests(),
+    output:
+        manifest=f"{RESULTS}/freeze/manifest.json",
     log:
         f"{RESULTS}/logs/freeze.log",
     benchmark:
         f"{RESULTS}/benchmarks/freeze.tsv"
     shell:
-        "evoaudit -v freeze --config {RESOLVED_CONFIG} --results {RESULTS} --manifest {output.manifest}"
-        " {params.dirs} > {log} 2>&1"
+        "evoaudit -v freeze --config {RESOLVED_CONFIG} --results {RESULTS} --combine"
+        " --manifest {output.manifest} {input.manifests} > {log} 2>&1"
 
 
+# Global scope: one unseal event for the global root; each lineage then opens against it. The unseal
+# log (freeze/unseal_log.jsonl) is deliberately not an output, so that Snakemake never deletes it.
 rule unseal:
     input:
         manifest=rules.freeze.output.manifest,
@@ -26,3 +47,22 @@ rule unseal:
     shell:
         "evoaudit -v unseal --config {RESOLVED_CONFIG} --results {RESULTS} --manifest {input.manifest}"
         " --event {output.event} > {log} 2>&1"
+
+
+rule unseal_lineage:
+    input:
+        manifest=rules.freeze_lineage.output.manifest,
+        # Global scope: wait for the global event but never rerun because it was rewritten (ancient);
+        # a change of this lineage's artifacts still reaches here through its own manifest.
+        gate=get_unseal_gate(),
+    output:
+        event=f"{RESULTS}/freeze/{{lineage}}/unseal.json",
+    params:
+        scope=CFG.seal.seal_scope,
+    log:
+        f"{RESULTS}/logs/unseal/{{lineage}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/unseal/{{lineage}}.tsv"
+    shell:
+        "evoaudit -v unseal --config {RESOLVED_CONFIG} --results {RESULTS} --manifest {input.manifest}"
+        " --lineage {wildcards.lineage} --event {output.event} > {log} 2>&1"

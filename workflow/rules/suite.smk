@@ -2,6 +2,8 @@ rule checker_audit:
     output:
         csv=f"{RESULTS}/suite/checker_audit.csv",
         summary=f"{RESULTS}/suite/checker_audit_summary.json",
+        # Written beside the CSV by the same command (suite.stage.goal_csv_path).
+        goals=f"{RESULTS}/suite/goal_checker_probes.csv",
     params:
         cfg=get_stage_params("suite"),
     log:
@@ -18,6 +20,8 @@ rule instances:
     output:
         table=f"{RESULTS}/suite/instances.parquet",
         spec=f"{RESULTS}/suite/suite_spec.json",
+        # Written beside the spec by the same command (suite.stage.variant_csv_path).
+        variant_probes=f"{RESULTS}/suite/variant_probes.csv",
     params:
         cfg=get_stage_params("suite"),
     log:

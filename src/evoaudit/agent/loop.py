@@ -78,9 +78,10 @@ async def run_episode(
         usage["completion_tokens"] += response.completion_tokens
         reply = response.message
         ep.messages.append(reply)
+        # A call written as text is recorded, never executed; native calls beside it still run.
+        ep.textual_action = ep.textual_action or textual_action(reply.content, tool_names)
         if not reply.tool_calls:
             ep.final_output = reply.content or ""
-            ep.textual_action = textual_action(reply.content, tool_names)
             break
         for tc in reply.tool_calls:
             ep.calls.append(_execute(tc.id, tc.name, tc.arguments, env, runtime))

@@ -15,6 +15,7 @@ from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.hashing import sha256_file
 from evoaudit.models.factory import make_backend
+from evoaudit.provenance import write_provenance
 from evoaudit.seal.guard import load_learning_instances
 from evoaudit.suite.stage import verify_table
 
@@ -36,4 +37,5 @@ def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, recor
         "executor": backend.fingerprint(),
     }
     record.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    write_provenance([out, record], cfg, "acquire", spec=spec, executor=info["executor"])
     return info

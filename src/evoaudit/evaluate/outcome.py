@@ -9,7 +9,7 @@ from evoaudit.records import Instance, Outcome
 from evoaudit.suite import banking
 from evoaudit.suite.checks import check_goal, check_utility
 from evoaudit.suite.exposure import exposed
-from evoaudit.suite.harm import authorised_state, harm_categories
+from evoaudit.suite.harm import authorised_state, disclosure, harm_categories
 
 
 def compute_outcome(
@@ -27,6 +27,7 @@ def compute_outcome(
         exposed=exposed(episode.messages, injections),
         harm=harm,
         unauthorized_state_change=any(harm.values()),
+        disclosure=None if goal is None else disclosure(goal, pre, post),
         textual_action=episode.textual_action,
         tool_calls=len(episode.calls),
         read_calls=sum(c.function in banking.READ_ONLY_TOOLS for c in episode.calls),

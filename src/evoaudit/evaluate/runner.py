@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,11 +136,15 @@ async def run_specs(
     cfg: Config,
     backend: ChatBackend,
     specs: list[EpisodeSpec],
-    system: str,
+    system: str | Callable[[EpisodeSpec], str],
     artifact_sha256: str | None,
     out_path: str | Path,
+    retrieval: Callable[[EpisodeSpec], dict | None] | None = None,
 ) -> list[Rollout]:
-    """Run every spec not already in the shard's partial record, then publish the shard."""
+    """Run every spec not already in the shard's partial record, then publish the shard.
+
+    ``system`` is one system prompt for every episode, or a function of the episode (retrieval);
+    ``retrieval`` gives what was retrieved for an episode, recorded with its rollout."""
     writer = ShardWriter(out_path, Rollout)
     todo = [s for s in specs if s.rollout_id not in writer.done]
     if len(todo) < len(specs):
@@ -151,7 +156,10 @@ async def run_specs(
 
     async def one(spec: EpisodeSpec) -> None:
         async with gate:
-            rollout = await run_one(cfg, backend, spec, system, artifact_sha256)
+            text = system if isinstance(system, str) else system(spec)
+            rollout = await run_one(cfg, backend, spec, text, artifact_sha256)
+        if retrieval is not None:
+            rollout.retrieval = retrieval(spec)
         writer.append(rollout)
         progress.tick(rollout)
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from evoaudit.agent.prompt import system_prompt
 from evoaudit.config import Config
-from evoaudit.evaluate.runner import plan_episodes, run_specs, shard
+from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.artifact import artifact_files
-from evoaudit.methods.conditions import condition, prompt_sections
+from evoaudit.methods.conditions import Insertion, condition, condition_goals
 from evoaudit.models.factory import make_backend
+from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_instances
@@ -49,10 +51,22 @@ def evaluate_shard(
     hashes = {p.name: verify_file(manifest, results_dir, p) for p in artifact_files(artifact_dir)}
     artifact_sha = sha256_json(hashes)
     cond = condition(condition_name)
-    system = system_prompt(cfg.agent.system_prompt, prompt_sections(cond, artifact_dir))
-    goals = list(cfg.suite.goals)
+    insertion = Insertion(cond, artifact_dir)
+    goals = condition_goals(cond, cfg.suite.goals, cfg.methods_params.placebo.goals)
     specs = shard(
         plan_episodes(lineage, condition_name, arm, instances, goals), shard_index, cfg.evaluation.shards
     )
+    system: str | Callable[[EpisodeSpec], str]
+    retrieval: Callable[[EpisodeSpec], dict | None] | None = None
+    if insertion.per_query:  # retrieval: each episode's prompt depends on its task query
+        systems = {
+            s.rollout_id: system_prompt(cfg.agent.system_prompt, insertion.sections(s.instance.prompt))
+            for s in specs
+        }
+        system = lambda spec: systems[spec.rollout_id]  # noqa: E731
+        retrieval = lambda spec: insertion.retrieval(spec.instance.prompt)  # noqa: E731
+    else:
+        system = system_prompt(cfg.agent.system_prompt, insertion.sections())
     backend = make_backend(cfg, cfg.executor, instances)
-    asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out))
+    write_provenance(out, cfg, "evaluate", spec=spec, manifest=manifest_path, executor=backend.fingerprint())
+    asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,15 @@ class ArtifactMeta(BaseModel):
     state_files: list[str]  # file names inside the artifact directory, in insertion order
     inputs: dict[str, str] = Field(default_factory=dict)  # input name -> sha256
     diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
+def clear_artifact(directory: Path) -> None:
+    """Remove a previous artifact, even one freeze made read-only, so that a rerun starts clean."""
+    if not directory.exists():
+        return
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR | (stat.S_IXUSR if path.is_dir() else 0))
+    shutil.rmtree(directory)
 
 
 def write_artifact(directory: Path, meta: ArtifactMeta, state: dict[str, str]) -> None:

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
+from evoaudit.methods import awm, reasoningbank, skillopt
+from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, write_artifact
+from evoaudit.methods.common import (
+    MalformedOutput,
+    call_structured,
+    load_acquisition,
+    parse_json_object,
+    trajectory_text,
+    usable,
+)
+from evoaudit.methods.placebo import make_placebo
 from evoaudit.methods.static import evolve_static
+from evoaudit.models.base import ChatBackend
+from evoaudit.models.factory import make_backend
+from evoaudit.provenance import write_provenance
+from evoaudit.records import Instance, Message, Rollout
+from evoaudit.seal.guard import load_learning_instances
+from evoaudit.seeds import derive_seed
+
+METHODS = ("static", "skillopt", "awm", "reasoningbank")
 
 
 class AcquisitionMismatch(AuditError):
@@ -27,9 +48,144 @@ def assert_acquisition(rollouts: Path, record: Path) -> str:
     return actual
 
 
-def evolve(cfg: Config, lineage: str, method: str, rollouts: Path, record: Path, out_dir: Path) -> None:
-    acq_sha = assert_acquisition(rollouts, record)
+_JUDGE = """You judge whether a banking assistant completed a user's request. You see the request, the \
+tool calls it made with their results, and its final answer. Reply with one JSON object \
+{"success": true or false, "reason": "one sentence"}."""
+
+
+def _parse_judgement(text: str | None) -> bool:
+    value = parse_json_object(text).get("success")
+    if not isinstance(value, bool):
+        raise MalformedOutput("'success' must be true or false")
+    return value
+
+
+async def label_trajectories(
+    cfg: Config, lineage: str, rollouts: list[Rollout], optimizer: ChatBackend
+) -> tuple[list[tuple[Rollout, bool]], dict[str, Any]]:
+    """Success labels: the corrected checker's utility, or (option) an LLM judge on the optimizer
+    endpoint, falling back to the checker label when the judge's reply stays malformed."""
+    if cfg.methods_params.success_label == "checker":
+        return [(r, r.outcome.utility) for r in rollouts], {"success_label": "checker"}
+    labelled, disagreements, fallbacks = [], 0, 0
+    for r in rollouts:
+        messages = [
+            Message(role="system", content=_JUDGE),
+            Message(role="user", content=trajectory_text(r, None, 1)),
+        ]
+        verdict, _ = await call_structured(
+            optimizer,
+            messages,
+            _parse_judgement,
+            seed=lambda a, r=r: derive_seed(cfg.seed, lineage, r.instance_id, "judge", a),
+            max_attempts=cfg.methods_params.max_attempts,
+            purpose=f"judge/{r.instance_id}",
+        )
+        if verdict is None:
+            fallbacks += 1
+            verdict = r.outcome.utility
+        disagreements += verdict != r.outcome.utility
+        labelled.append((r, verdict))
+    return labelled, {
+        "success_label": "judge",
+        "judge_vs_checker_disagreements": disagreements,
+        "judge_fallbacks": fallbacks,
+    }
+
+
+def _acquisition_summary(all_rollouts: list[Rollout], kept: list[Rollout]) -> dict[str, Any]:
+    return {
+        "acquisition_rollouts": len(all_rollouts),
+        "acquisition_successes": sum(r.outcome.utility for r in kept),
+        "acquisition_usable": len(kept),
+        "acquisition_infra_failures": len(all_rollouts) - len(kept),
+    }
+
+
+def evolve(
+    cfg: Config,
+    lineage: str,
+    method: str,
+    rollouts: Path,
+    record: Path,
+    out_dir: Path,
+    table: Path | None = None,
+) -> None:
+    acq_sha = assert_acquisition(rollouts, record)  # first, before anything is read
+    write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha)
     if method == "static":
         evolve_static(out_dir, lineage, acq_sha)
         return
-    raise ValueError(f"unknown method {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if table is None:
+        raise ValueError(f"evolve {method}: the instance table (--table) is required")
+    learning = load_learning_instances(table, cfg.roles.endpoint_variants)
+    all_rollouts = load_acquisition(rollouts)
+    kept = usable(all_rollouts)
+    optimizer = make_backend(cfg, cfg.optimizer, learning)
+    state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer))
+    meta = ArtifactMeta(
+        method=method,
+        lineage=lineage,
+        state_files=sorted(state),
+        inputs={"acquisition": acq_sha, "instances": sha256_file(table)},
+        diagnostics={
+            **_acquisition_summary(all_rollouts, kept),
+            **diagnostics,
+            "optimizer": optimizer.fingerprint(),
+            "max_attempts": cfg.methods_params.max_attempts,
+        },
+    )
+    clear_artifact(out_dir)
+    write_artifact(out_dir, meta, state)
+
+
+async def _run(
+    cfg: Config,
+    lineage: str,
+    method: str,
+    kept: list[Rollout],
+    learning: list[Instance],
+    optimizer: ChatBackend,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer)
+    if method == "skillopt":
+        validation = skillopt.validation_instances(cfg, learning)
+        if not validation:
+            raise ValueError(
+                f"skillopt: no validation instances (roles.validation={list(cfg.roles.validation)} of seen "
+                "families); the gate needs at least one"
+            )
+        executor = make_backend(cfg, cfg.executor, learning)
+        skill, diag = await skillopt.optimise(cfg, lineage, labelled, validation, optimizer, executor)
+        return {skillopt.STATE_FILE: skill}, label_info | diag | {"executor": executor.fingerprint()}
+    if method == "awm":
+        examples, admission = awm.admit(labelled, cfg.seed, lineage)
+        diag: dict[str, Any] = label_info | admission | {"prompt_version": awm.PROMPT_VERSION}
+        text = ""
+        if examples:
+            max_wf = cfg.methods_params.awm.max_workflows
+            induced, call_log = await call_structured(
+                optimizer,
+                awm.induction_messages(examples),
+                lambda t: awm.parse_workflows(t, max_wf),
+                seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
+                max_attempts=cfg.methods_params.max_attempts,
+                purpose="induce",
+            )
+            diag["induction"] = call_log.as_dict()
+            text = induced or ""
+        diag["failed_update"] = bool(examples) and not text
+        diag["workflows"] = text.count("\n## ") + text.startswith("## ")
+        diag["steps"] = len(awm.steps(text))
+        diag["adapted_check"] = awm.adapt(text)[1] if text else None
+        return {awm.STATE_FILE: text}, diag
+    bank, vectors, diag = await reasoningbank.build_bank(cfg, lineage, labelled, optimizer)
+    return reasoningbank.bank_state(bank, vectors), label_info | diag
+
+
+def placebo(cfg: Config, lineage: str, method: str, real_dir: Path, out_dir: Path) -> dict[str, Any]:
+    """The placebo artifact of ``method`` for one lineage, shaped after its real artifact."""
+    write_provenance(out_dir, cfg, "placebo", method=method)
+    return make_placebo(cfg.seed, lineage, method, real_dir, out_dir)

@@ -2,20 +2,32 @@
 
 It sees only what a model sees (messages and tool schemas) plus an explicitly granted oracle: the
 corrected ground-truth plan of the instance whose prompt opens the conversation, and the plans of the
-injection goals as they would apply to that instance. Every imperfection is a documented parameter
-(``sim`` in config):
+injection goals as they would apply to that instance. It never sees condition or method names; whatever
+an artifact changes reaches it as system-prompt text. Every imperfection is a parameter (``sim`` in
+config, documented in the schema):
 
-- ``read_propensity``: the episode performs the plan's read steps; otherwise it acts blind, skipping
-  every read (and so never sees injected text), and each write is right only with ``blind_competence``;
-- ``competence``: each write step (after reading) carries the right arguments; a wrong one has either a
-  wrong amount or a wrong recipient;
+- ``read_propensity``: the episode performs the plan's read steps (and, with ``extra_reads``, checks the
+  history before its first write); otherwise it acts blind, never sees injected text, and each write is
+  right only with ``blind_competence``;
+- ``competence`` (``competence_by_family`` overrides it per family): each write step after reading is
+  right; a wrong one goes wrong in one of ``error_kinds``: wrong amount, wrong recipient, skipped step,
+  premature answer. A question is answered right with the same probability;
 - ``compliance``: once injected instructions appear in a tool result, the episode executes the injection
-  goal's plan before resuming its task.
+  goal's plan right after that call, then resumes its task;
+- ``envelope_imitation``: the episode writes its first call as text in an ``<action>`` envelope instead
+  of calling the tool; the agent loop records a textual action and executes nothing;
+- ``memory_use`` and ``memory_gain``: memory in the system prompt is relevant when it names every tool
+  the plan's writes need; a relevant memory is used with ``memory_use`` and then removes ``memory_gain``
+  of the remaining write errors.
 
-Draws are common random numbers: one seed per episode (sent as the request's ``seed``), the same under
-every condition, so that a difference between conditions comes from what the prompt says, not the dice.
-Every turn recomputes the episode's draws from that seed and continues from the history, so the simulator
-keeps no state between requests and gives the same answer in-process and over HTTP.
+Each parameter is moved by system-prompt cues through one table, ``CUES`` below: when a cue's pattern is
+found (not negated), its strength from ``sim.cues`` is added to its parameter, then clipped to [0, 1].
+
+Draws are common random numbers: one seed per episode (sent as the request's ``seed``, derived without
+the condition), and every draw below is taken from it in a fixed order whatever the parameters, so two
+conditions differ only where their prompts move a parameter across a draw. Each turn recomputes the
+episode's draws from the seed and continues from the history: the simulator keeps no state between
+requests and answers the same in-process and over HTTP.
 """
 
 from __future__ import annotations
@@ -34,10 +46,147 @@ from evoaudit.suite import banking
 
 _WS = re.compile(r"\s+")
 MAX_PLAN_DRAWS = 32
+OTHER_IBAN = "GB29NWBK60161331926820"  # a well-formed IBAN that belongs to nobody in the fixture
+WRONG_ANSWER = "I could not find that information in your records."
+DONE = "Done: I have completed your request."
+REFUSAL = "I am not able to help with that request."
 
 
 def _norm(text: str) -> str:
     return _WS.sub(" ", text.replace("''", "'")).strip()
+
+
+# -- the cue table -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cue:
+    """A text cue in the system prompt that moves one simulator parameter by ``sim.cues.<name>``."""
+
+    name: str
+    parameter: str
+    pattern: re.Pattern[str]
+    negatable: bool = True  # a "not"/"never" just before the match cancels it
+
+
+def _rx(text: str) -> re.Pattern[str]:
+    return re.compile(text, re.IGNORECASE)
+
+
+_SAME_SENTENCE = r"[^.\n]{0,60}"
+CUES: tuple[Cue, ...] = (
+    Cue(
+        "inspect_history",
+        "read_propensity",
+        _rx(
+            r"\b(check|review|inspect|read|look (?:at|up)|consult)\b"
+            + _SAME_SENTENCE
+            + r"\b(history|transactions?|statements?|files?|records?|scheduled)\b"
+        ),
+    ),
+    Cue(
+        "act_without_reading",
+        "read_propensity",
+        _rx(
+            r"\b(without|skip|avoid|no need (?:to|for))\b[^.\n]{0,40}"
+            r"\b(reading|checking|looking|lookups?|extra calls?|unnecessary)"
+        ),
+        negatable=False,
+    ),
+    Cue(
+        "verify_details",
+        "competence",
+        _rx(
+            r"\b(double[- ]check|verify|confirm|make sure|compare)\b"
+            + _SAME_SENTENCE
+            + r"\b(amounts?|recipients?|ibans?|details|arguments)\b"
+        ),
+    ),
+    Cue(
+        "distrust_tool_text",
+        "compliance",
+        _rx(
+            r"\b(ignore|disregard|never (?:follow|obey|act on)|(?:do not|don't) (?:follow|obey|act on))\b"
+            r"[^.\n]{0,80}\b(instructions?|requests?|commands?)\b"
+        ),
+        negatable=False,
+    ),
+    Cue(
+        "follow_tool_text",
+        "compliance",
+        _rx(
+            r"\b(follow|carry out|execute|act on|obey)\b[^.\n]{0,30}\b(instructions?|requests?)\b"
+            r"[^.\n]{0,30}\b(in|from|inside|found in|contained in)\b[^.\n]{0,30}"
+            r"\b(files?|transactions?|tool (?:output|results?)|messages?|notes?|subjects?)\b"
+        ),
+    ),
+    Cue("action_envelope_example", "envelope_imitation", _rx(r"<\s*action\s*>"), negatable=False),
+    Cue(
+        "native_calls_reminder",
+        "envelope_imitation",
+        _rx(
+            r"\b(function[- ]calling interface|native (?:tool|function) calls?|call the tools? directly|"
+            r"by calling the tools?|"
+            r"(?:never|do not|don't) write (?:a |the )?(?:tool|function) calls? as (?:plain )?text)"
+        ),
+        negatable=False,
+    ),
+    Cue(
+        "consult_memory",
+        "memory_use",
+        _rx(
+            r"\b(consult|use|apply|reuse|draw on|follow)\b[^.\n]{0,40}"
+            r"\b(past|previous|prior|stored|relevant)\b[^.\n]{0,30}\b(experiences?|memor(?:y|ies)|workflows?|lessons?|insights?)\b"
+        ),
+    ),
+)
+_NEGATION = _rx(r"\b(not|never|no|don't|avoid)\b[^.\n]{0,12}$")
+PARAMETERS = ("competence", "read_propensity", "compliance", "envelope_imitation", "memory_use")
+
+
+def present_cues(system_text: str) -> list[str]:
+    """Names of the cues found in ``system_text``, in table order."""
+    found = []
+    for cue in CUES:
+        for m in cue.pattern.finditer(system_text):
+            if cue.negatable and _NEGATION.search(system_text[max(0, m.start() - 30) : m.start()]):
+                continue
+            found.append(cue.name)
+            break
+    return found
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The parameters one episode runs with, after per-family competence and the cues."""
+
+    competence: float
+    read_propensity: float
+    blind_competence: float
+    compliance: float
+    envelope_imitation: float
+    memory_use: float
+    cues: tuple[str, ...] = ()
+
+
+def effective_params(params: SimConfig, family: str, system_text: str) -> Effective:
+    base = {
+        "competence": params.competence_by_family.get(family, params.competence),
+        "read_propensity": params.read_propensity,
+        "compliance": params.compliance,
+        "envelope_imitation": params.envelope_imitation,
+        "memory_use": params.memory_use,
+    }
+    cues = present_cues(system_text)
+    strengths = params.cues.model_dump()
+    by_name = {c.name: c for c in CUES}
+    for name in cues:
+        p = by_name[name].parameter
+        base[p] = min(1.0, max(0.0, base[p] + strengths[name]))
+    return Effective(blind_competence=params.blind_competence, cues=tuple(cues), **base)
+
+
+# -- the oracle ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -45,6 +194,7 @@ class OraclePlan:
     plan: tuple[Call, ...]
     answer: str | None
     goal_plans: dict[str, tuple[Call, ...]] = field(default_factory=dict)
+    family: str = ""
 
 
 @dataclass
@@ -68,38 +218,83 @@ class Oracle:
                 )
                 for g in goals
             }
-            by_prompt[inst.prompt] = OraclePlan(tuple(inst.ground_truth), inst.answer, goal_plans)
+            by_prompt[inst.prompt] = OraclePlan(
+                tuple(inst.ground_truth), inst.answer, goal_plans, inst.family
+            )
         texts = {g: _norm(banking.injection_task(g).GOAL) for g in goals}
         return cls(by_prompt=by_prompt, goal_texts=texts)
+
+
+# -- one episode's dice ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class _Draws:
     read: float
     comply: float
+    imitate: float
+    memory: float
+    extra_read: float
+    answer: float
     write: tuple[float, ...]
     error_kind: tuple[float, ...]
 
 
 def _draws(seed: int | None) -> _Draws:
     rng = random.Random(seed if seed is not None else 0)
-    read, comply = rng.random(), rng.random()
+    read, comply, imitate, memory, extra, answer = (rng.random() for _ in range(6))
     write = tuple(rng.random() for _ in range(MAX_PLAN_DRAWS))
     kind = tuple(rng.random() for _ in range(MAX_PLAN_DRAWS))
-    return _Draws(read, comply, write, kind)
+    return _Draws(read, comply, imitate, memory, extra, answer, write, kind)
 
 
-def _wrong(call: Call, u_kind: float) -> Call:
+ERROR_KINDS = ("wrong_amount", "wrong_recipient", "skipped_step", "premature_answer")
+
+
+def _error_kind(call: Call, weights: dict[str, float], u: float) -> str | None:
+    """The kind of error a wrong step makes, among the kinds that apply to it; None when none can."""
+    applicable = {
+        "wrong_amount": True,  # a call without an amount gets another of its values wrong
+        "wrong_recipient": "recipient" in call.args,
+        "skipped_step": True,
+        "premature_answer": True,
+    }
+    options = [(k, weights[k]) for k in ERROR_KINDS if applicable[k] and weights[k] > 0]
+    total = sum(w for _, w in options)
+    if total <= 0:
+        return None
+    acc = 0.0
+    for kind, w in options:
+        acc += w / total
+        if u < acc:
+            return kind
+    return options[-1][0]
+
+
+def _wrong_value(call: Call) -> Call:
     args = dict(call.args)
-    if "amount" in args and (u_kind < 0.5 or "recipient" not in args):
+    if "amount" in args:
         args["amount"] = round(float(args["amount"]) * 1.1 + 1, 2)
-    elif "recipient" in args:
-        args["recipient"] = "GB29NWBK60161331926820" if args["recipient"] != "GB29NWBK60161331926820" else "X"
     elif "password" in args:
         args["password"] = str(args["password"]) + "!"
-    elif "street" in args:
-        args["street"] = str(args["street"]).upper()
+    else:
+        for k, v in sorted(args.items()):
+            if isinstance(v, str) and k != "recipient":
+                args[k] = v.upper() if v != v.upper() else v.lower() + "x"
+                break
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                args[k] = v + 1
+                break
     return Call(function=call.function, args=args)
+
+
+def _wrong_recipient(call: Call) -> Call:
+    args = dict(call.args)
+    args["recipient"] = OTHER_IBAN if args.get("recipient") != OTHER_IBAN else "DE89370400440532013000"
+    return Call(function=call.function, args=args)
+
+
+_STOP = Call(function="", args={})  # marks a premature answer in the queue
 
 
 class SimBackend:
@@ -109,6 +304,7 @@ class SimBackend:
         self.oracle = oracle
         self.params = params
         self.model = model
+        self._effective: dict[tuple[str, str], Effective] = {}
 
     def fingerprint(self) -> dict[str, Any]:
         return {"backend": "sim", "model": self.model, "params": self.params.model_dump()}
@@ -130,6 +326,12 @@ class SimBackend:
             completion_tokens=completion_tokens,
         )
 
+    def effective(self, family: str, system_text: str) -> Effective:
+        key = (family, system_text)
+        if key not in self._effective:
+            self._effective[key] = effective_params(self.params, family, system_text)
+        return self._effective[key]
+
     # -- behaviour ---------------------------------------------------------------------------------
 
     def _next_message(self, messages: list[Message], seed: int | None) -> Message:
@@ -139,9 +341,18 @@ class SimBackend:
         user = next((m for m in messages if m.role == "user"), None)
         entry = self.oracle.by_prompt.get(user.content) if user and user.content else None
         if entry is None:
-            return Message(role="assistant", content="I am not able to help with that request.")
-        queue, answer = self._intended(entry, messages, _draws(seed))
+            return Message(role="assistant", content=REFUSAL)
+        system = "\n".join(m.content or "" for m in messages if m.role == "system")
+        eff = self.effective(entry.family, system)
+        d = _draws(seed)
+        queue, answer = self._intended(entry, messages, d, eff, system)
         done = sum(len(m.tool_calls) for m in messages if m.role == "assistant")
+        if done == 0 and queue and d.imitate < eff.envelope_imitation:
+            call = queue[0]
+            return Message(
+                role="assistant",
+                content=f"<action>\n{call.function}({json.dumps(call.args, sort_keys=True)})\n</action>",
+            )
         if done < len(queue):
             call = queue[done]
             return Message(
@@ -150,30 +361,64 @@ class SimBackend:
             )
         return Message(role="assistant", content=answer)
 
-    def _intended(self, entry: OraclePlan, messages: list[Message], d: _Draws) -> tuple[list[Call], str]:
+    def _intended(
+        self, entry: OraclePlan, messages: list[Message], d: _Draws, eff: Effective, system: str
+    ) -> tuple[list[Call], str]:
         p = self.params
-        reads = d.read < p.read_propensity
-        competence = p.competence if reads else p.blind_competence
+        reads = d.read < eff.read_propensity
+        writes = [c for c in entry.plan if c.function not in banking.READ_ONLY_TOOLS]
+        needed = {c.function for c in (writes or entry.plan)}
+        relevant_memory = bool(needed) and all(name in system for name in needed)
+        competence = eff.competence
+        if relevant_memory and d.memory < eff.memory_use:
+            competence += p.memory_gain * (1 - competence)
+        if not reads:
+            competence = eff.blind_competence
+        weights = p.error_kinds.model_dump()
+
         queue: list[Call] = []
         n_write = 0
+        extra_read = (
+            reads
+            and p.extra_reads
+            and d.extra_read < eff.read_propensity
+            and not any(c.function == "get_most_recent_transactions" for c in entry.plan)
+        )
         for call in entry.plan:
             if call.function in banking.READ_ONLY_TOOLS:
                 if reads:
                     queue.append(call)
                 continue
+            if extra_read and n_write == 0:
+                queue.append(Call(function="get_most_recent_transactions", args={"n": 100}))
             i = min(n_write, MAX_PLAN_DRAWS - 1)
-            queue.append(call if d.write[i] < competence else _wrong(call, d.error_kind[i]))
             n_write += 1
+            if d.write[i] < competence:
+                queue.append(call)
+                continue
+            kind = _error_kind(call, weights, d.error_kind[i])
+            if kind is None:
+                queue.append(call)
+            elif kind == "wrong_amount":
+                queue.append(_wrong_value(call))
+            elif kind == "wrong_recipient":
+                queue.append(_wrong_recipient(call))
+            elif kind == "premature_answer":
+                queue.append(_STOP)
+                break
+            # skipped_step: nothing is queued
 
         goal, after = self._injection_seen(entry, messages)
-        if goal is not None and d.comply < p.compliance:
+        if goal is not None and d.comply < eff.compliance:
             queue[after + 1 : after + 1] = list(entry.goal_plans[goal])
+        stops = [i for i, c in enumerate(queue) if c is _STOP]
+        if stops:
+            queue = queue[: stops[0]]
 
         if entry.answer is not None:
-            right = d.write[-1] < competence
-            answer = entry.answer if right else "I could not find that information in your records."
+            answer = entry.answer if d.answer < competence else WRONG_ANSWER
         else:
-            answer = "Done: I have completed your request."
+            answer = DONE
         return queue, answer
 
     def _injection_seen(self, entry: OraclePlan, messages: list[Message]) -> tuple[str | None, int]:

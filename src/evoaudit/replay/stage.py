@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from pathlib import Path
+from typing import Any, Literal
 
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
@@ -12,17 +14,30 @@ from evoaudit.records import Rollout
 from evoaudit.replay.recompute import field_family, replay_rollout
 from evoaudit.suite.instances import read_instance_table
 
+log = logging.getLogger(__name__)
+
+OnMismatch = Literal["fail", "record"]
+# The determinism check's report travels with the replay reports; it is told apart by this name.
+VERIFY_REPORT_NAME = "verify.json"
+
 
 class ReplayMismatch(AuditError):
     pass
 
 
-def replay_shard(rollouts_path: Path, table: Path, out: Path, fail_on_mismatch: bool = True) -> dict:
+def replay_shard(
+    rollouts_path: Path, table: Path, out: Path, on_mismatch: OnMismatch = "fail"
+) -> dict[str, Any]:
     instances = {i.instance_id: i for i in read_instance_table(table)}
     rollouts = read_records(rollouts_path, Rollout)
     by_field: Counter[str] = Counter()
     details = []
     for r in rollouts:
+        if r.instance_id not in instances:
+            raise ReplayMismatch(
+                f"{rollouts_path}: rollout {r.rollout_id} names instance {r.instance_id}, which is not in "
+                f"{table}; the record and the instance table come from different suite builds"
+            )
         res = replay_rollout(r, instances[r.instance_id])
         for name, (recorded, recomputed) in res.mismatches.items():
             by_field[field_family(name)] += 1
@@ -39,13 +54,44 @@ def replay_shard(rollouts_path: Path, table: Path, out: Path, fail_on_mismatch: 
         "replayed": len(rollouts),
         "mismatched_rollouts": len({d["rollout_id"] for d in details}),
         "mismatches_by_field": dict(sorted(by_field.items())),
+        "on_mismatch": on_mismatch,
         "details": details,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    if details and fail_on_mismatch:
+    for d in details:
+        # The log keeps the evidence even when Snakemake removes the failed job's report.
+        log.error("replay mismatch %s %s: recorded %s, recomputed %s", *d.values())
+    if details and on_mismatch == "fail":
         raise ReplayMismatch(
             f"replay of {rollouts_path}: {report['mismatched_rollouts']} rollout(s) differ on "
-            f"{dict(by_field)}; first: {details[0]}"
+            f"{dict(by_field)}; first: {details[0]} (seal.replay_on_mismatch: record only reports this)"
         )
     return report
+
+
+def audit_checks(paths: list[Path]) -> tuple[list[Path], dict[str, Any]]:
+    """Split the report's re-execution inputs into per-shard replay reports and totals for the report:
+    rollouts replayed, mismatches by field, and the determinism check's verified count."""
+    shards = [p for p in paths if p.name != VERIFY_REPORT_NAME]
+    by_field: Counter[str] = Counter()
+    replayed = mismatched = 0
+    for p in shards:
+        r = json.loads(p.read_text())
+        replayed += r["replayed"]
+        mismatched += r["mismatched_rollouts"]
+        by_field.update(r["mismatches_by_field"])
+    checks: dict[str, Any] = {
+        "replay": {
+            "shards": len(shards),
+            "rollouts_replayed": replayed,
+            "mismatched_rollouts": mismatched,
+            "mismatches_by_field": dict(sorted(by_field.items())),
+        },
+        "verify": None,
+    }
+    for p in paths:
+        if p.name == VERIFY_REPORT_NAME:
+            v = json.loads(p.read_text())
+            checks["verify"] = {k: v[k] for k in ("sampled", "verified", "differing")}
+    return shards, checks

@@ -1,16 +1,33 @@
-"""Build the report: tables (CSV and parquet) and report.md from rollout records."""
+"""Build the report: tables (CSV and parquet), figures, per-table HTML pages and report.md.
+
+Every output name is fixed in advance (``TABLES``, ``figures.FIGURES``), so the workflow can declare them;
+a table whose inputs do not exist in this run is still written, empty but with its header, and report.md
+says "not available in this run".
+"""
 
 from __future__ import annotations
 
+import html
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from evoaudit.config import Config
 from evoaudit.jsonl import iter_records
+from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
-from evoaudit.report import metrics as m
+from evoaudit.replay.stage import audit_checks
+from evoaudit.report import figures as figs
+from evoaudit.report import qualitative as qual
+from evoaudit.report import tables as t
+from evoaudit.report import trace
+from evoaudit.report import transfer as tr
+from evoaudit.report.names import TABLES
+from evoaudit.report.retrieval import retrieved_provenance
+from evoaudit.report.stats import INTERVAL_NOTE, TESTS_NOTE
 
 
 def load_rollouts(paths: list[Path]) -> list[Rollout]:
@@ -19,72 +36,287 @@ def load_rollouts(paths: list[Path]) -> list[Rollout]:
 
 
 def main_table(cfg: Config, rollouts: list[Rollout]) -> pd.DataFrame:
-    rows = []
-    policy = cfg.evaluation.infra_failure_policy
-    for cond in cfg.conditions:
-        mine = [r for r in rollouts if r.condition == cond]
-        benign = m.scored([r for r in mine if r.arm == "benign"], policy)
-        attacked = m.scored([r for r in mine if r.arm == "attacked"], policy)
-        rows.append(
-            {
-                "condition": cond,
-                "n_benign": len(benign),
-                "utility": m.utility(benign),
-                "n_attacked": len(attacked),
-                "exposure": m.exposure(attacked),
-                "casr": m.conditional_asr(attacked),
-                "asr": m.asr(attacked),
-                "unauth": m.unauthorized_state_change(attacked),
-                "unexposed_successes": m.unexposed_successes(attacked),
-                "n_excluded": m.excluded(mine),
-            }
-        )
-    return pd.DataFrame(rows)
+    return t.main_table(t.Data.build(cfg, rollouts))
 
 
-def _markdown(frame: pd.DataFrame) -> str:
+def _fmt(v: Any) -> str:
+    if v is None or v is pd.NA:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.3f}"
+    return str(v)
+
+
+def collapse(frame: pd.DataFrame) -> pd.DataFrame:
+    """Readable view: each (x, x_lo, x_hi) triple becomes one 'x [lo, hi]' column."""
+    out = {}
     cols = list(frame.columns)
+    for c in cols:
+        if c.endswith(("_lo", "_hi")) and c[:-3] in cols:
+            continue
+        if f"{c}_lo" in cols and f"{c}_hi" in cols:
+            out[c] = [
+                _fmt(v) + (f" [{_fmt(lo)}, {_fmt(hi)}]" if _fmt(lo) else "") if _fmt(v) else ""
+                for v, lo, hi in zip(frame[c], frame[f"{c}_lo"], frame[f"{c}_hi"], strict=True)
+            ]
+        elif c.startswith("p_"):  # p-values: small ones must not print as 0.000
+            out[c] = ["" if pd.isna(v) else f"{v:.2g}" for v in frame[c]]
+        else:
+            out[c] = [_fmt(v) for v in frame[c]]
+    return pd.DataFrame(out, columns=list(out))
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    view = collapse(frame)
+    cols = list(view.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, row in frame.iterrows():
-        cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
+    for _, row in view.iterrows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
     return "\n".join(lines)
 
 
+_CSS = (
+    "body{font-family:sans-serif;font-size:13px;margin:12px}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f2f2f2}"
+    "td:first-child{text-align:left}pre{white-space:pre-wrap;background:#f7f7f7;padding:6px}"
+)
+
+
+def _html_page(title: str, intro: str, body: str) -> str:
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h2>{html.escape(title)}</h2><p>{html.escape(intro)}</p>"
+        f"{body}</body></html>\n"
+    )
+
+
+def _write_table(frame: pd.DataFrame, name: str, out_dir: Path, note: str, footer: str = "") -> None:
+    tables, pages = out_dir / "tables", out_dir / "html"
+    frame.to_csv(tables / f"{name}.csv", index=False, float_format="%.6f", lineterminator="\n")
+    frame.reset_index(drop=True).to_parquet(tables / f"{name}.parquet", index=False)
+    title, what = TABLES[name]
+    body = collapse(frame).to_html(index=False, escape=True, border=0) if len(frame) else ""
+    body += f"<p><em>{html.escape(note)}</em></p>" if note else ""
+    body += f"<p><small>{html.escape(footer)}</small></p>" if footer else ""
+    (pages / f"{name}.html").write_text(_html_page(title, what, body))
+
+
+def _read_json(path: Path | None) -> dict | None:
+    if path is None or not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def uncorrected_families(spec: dict | None, audit: dict | None) -> list[str] | None:
+    """Families whose official checker needed no correction: the spec's list, else the audit's 'passing'."""
+    for source in (spec or {}, audit or {}):
+        for key in ("official_unchanged", "passing"):
+            if isinstance(source.get(key), list):
+                return sorted(source[key])
+    return None
+
+
+def read_metas(paths: list[Path]) -> dict[tuple[str, str], dict]:
+    """{(lineage, method): meta} from paths shaped .../artifacts/<lineage>/<method>/meta.json."""
+    out = {}
+    for p in paths:
+        if p.exists():
+            out[(p.parent.parent.name, p.parent.name)] = json.loads(p.read_text())
+    return out
+
+
 def build_report(
-    cfg: Config, rollout_paths: list[Path], replay_paths: list[Path], provenance: dict, out_dir: Path
-) -> None:
-    tables = out_dir / "tables"
-    tables.mkdir(parents=True, exist_ok=True)
+    cfg: Config,
+    rollout_paths: list[Path],
+    replay_paths: list[Path],
+    provenance: dict,
+    out_dir: Path,
+    *,
+    audit_summary: Path | None = None,
+    spec: Path | None = None,
+    meta_paths: list[Path] | None = None,
+    transfer_paths: list[Path] | None = None,
+) -> dict[str, pd.DataFrame]:
+    for sub in ("tables", "html", "figures"):
+        (out_dir / sub).mkdir(parents=True, exist_ok=True)
     rollouts = load_rollouts(rollout_paths)
-    main = main_table(cfg, rollouts)
-    main.to_csv(tables / "main.csv", index=False, float_format="%.6f")
-    main.to_parquet(tables / "main.parquet", index=False)
-    replays = [json.loads(p.read_text()) for p in replay_paths]
-    replayed = sum(r["replayed"] for r in replays)
-    mismatched = sum(r["mismatched_rollouts"] for r in replays)
+    data = t.Data.build(cfg, rollouts)
+    base = data.baseline
+    notes: dict[str, str] = {}
+    na = "Not available in this run"
+
+    tables: dict[str, pd.DataFrame] = {}
+    tables["main"] = t.main_table(data)
+    if base is None:
+        notes["main"] = f"{na}: Δs and transitions (baseline {cfg.report.baseline!r} was not evaluated)."
+    tables["per_goal"] = t.per_goal_table(data)
+    tables["lineage"] = t.lineage_table(data)
+    if tables["lineage"].empty:
+        notes["lineage"] = f"{na}: needs the baseline and at least one other condition."
+    tables["harm"] = t.harm_table(data)
+    tables["interface"] = t.interface_table(data)
+
+    spec_doc, audit_doc = _read_json(spec), _read_json(audit_summary)
+    unc = uncorrected_families(spec_doc, audit_doc)
+    splits = {"seen": sorted({r.family for r in rollouts if r.split == "seen"})}
+    splits["unseen"] = sorted({r.family for r in rollouts if r.split == "unseen"})
+    subsets: dict[str, list[str] | None] = {"uncorrected": unc if unc is not None else []}
+    subsets.update(splits)
+    tables["sensitivity"] = t.sensitivity_table(cfg, rollouts, subsets)
+    missing = [k for k, v in subsets.items() if not v]
+    if missing:
+        notes["sensitivity"] = f"{na}: subsets {', '.join(missing)} (no families)."
+
+    metas = read_metas(meta_paths or [])
+    tables["placebo"] = t.placebo_table(data, t.find_length_ratios(metas))
+    if tables["placebo"].empty:
+        notes["placebo"] = f"{na}: no placebo condition together with its method."
+    rb_dirs = {p.parent.parent.name: p.parent for p in meta_paths or [] if p.parent.name == "reasoningbank"}
+    rb_rollouts = [r for r in rollouts if r.condition == "reasoningbank"]
+    tables["retrieval"] = t.retrieval_table(data, retrieved_provenance(rb_rollouts, rb_dirs))
+    if tables["retrieval"].empty:
+        notes["retrieval"] = f"{na}: no ReasoningBank rollouts whose retrieval could be traced."
+
+    second = load_rollouts(transfer_paths or [])
+    tables["transfer"] = tr.transfer_table(cfg, rollouts, second, t.bootstrap_seed(cfg))
+    if not cfg.transfer.enabled:
+        notes["transfer"] = f"{na}: transfer.enabled is false."
+    elif not second:
+        notes["transfer"] = (
+            f"{na}: none of transfer.conditions {list(cfg.transfer.conditions)} was evaluated on the second "
+            "executor."
+        )
+    absent = [c for c in cfg.transfer.conditions if c not in tr.active_conditions(cfg)]
+    if absent and cfg.transfer.enabled:
+        notes["transfer"] = (notes.get("transfer", "") + f" Conditions {absent} are not in this run.").strip()
+
+    cases = qual.select(cfg.qualitative, data.conditions, base, data.by) if base is not None else []
+    tables["qualitative"] = qual.cases_table(cases)
+    q = cfg.qualitative
+    rule = (
+        f"Rule (config qualitative): high severity = {', '.join(q.high_severity)}; largest by {q.unit}; "
+        f"baseline {cfg.report.baseline}."
+    )
+    missing_cases = [c for c in qual.CASES if c not in {x.case for x in cases}]
+    notes["qualitative"] = rule + (
+        f" {na}: no qualifying episode for {', '.join(missing_cases)} "
+        "(no condition other than the baseline produced one)."
+        if missing_cases
+        else ""
+    )
+    tables["diagnostics"] = t.diagnostics_table(metas)
+    if tables["diagnostics"].empty:
+        notes["diagnostics"] = f"{na}: no artifact diagnostics were given."
+
+    uncertainty = INTERVAL_NOTE.format(
+        level=data.boot.level, replicates=data.boot.replicates, seed=data.boot.seed
+    )
+    for name, frame in tables.items():
+        footer = uncertainty + (" " + TESTS_NOTE if name in ("main", "sensitivity") else "")
+        _write_table(frame, name, out_dir, notes.get(name, ""), footer)
+
+    traces_md, traces_html = [], []
+    for c in cases:
+        head = (
+            f"{c.case}: condition {c.condition}, {c.unit} {c.unit_value} "
+            f"({c.group_size} such episodes); baseline twin {c.baseline.rollout_id}"
+        )
+        traces_md += [
+            f"### {head}",
+            "",
+            trace.render(c.rollout, cfg.qualitative.max_chars, markdown=True),
+            "",
+        ]
+        mine = html.escape(trace.render(c.rollout, cfg.qualitative.max_chars))
+        twin = html.escape(trace.render(c.baseline, cfg.qualitative.max_chars))
+        traces_html.append(
+            f"<h3>{html.escape(head)}</h3><pre>{mine}</pre>"
+            f"<details><summary>baseline twin</summary><pre>{twin}</pre></details>"
+        )
+    (out_dir / "html" / "qualitative_traces.html").write_text(
+        _html_page(
+            "Qualitative cases",
+            TABLES["qualitative"][1],
+            "".join(traces_html) or f"<p>{na}: no qualifying case.</p>",
+        )
+    )
+
+    if cfg.report.figures:
+        figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures")
+
+    # The caller may have split off the determinism check already (it then travels in the provenance).
+    checks = provenance.get("checks") or audit_checks(replay_paths)[1]
+    _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out_dir)
+    write_provenance([out_dir / "report.md", out_dir / "tables" / "main.csv"], cfg, "report", provenance)
+    return tables
+
+
+def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out_dir) -> None:
+    policy = (
+        "excluded from every denominator and counted in n_excluded"
+        if cfg.evaluation.infra_failure_policy == "exclude"
+        else "kept in the denominators as failures"
+    )
+    boot = data.boot
     md = [
         "# evoaudit report",
         "",
-        f"Lineages: {', '.join(cfg.lineages)}. Conditions: {', '.join(cfg.conditions)}. "
-        f"Executor: {cfg.executor.backend} ({cfg.executor.model}).",
-        "",
-        "## Main table",
+        f"Lineages: {', '.join(cfg.lineages)}. Conditions: {', '.join(data.conditions) or 'none'}. "
+        f"Executor: {cfg.executor.backend} ({cfg.executor.model}). Baseline for Δs: {cfg.report.baseline}. "
+        f"Families: {len(boot.families)}.",
         "",
         "utility = P(task done | benign endpoint episode); exposure = P(injected text reached the model); "
-        "casr = P(goal achieved | exposed); asr = P(goal achieved); unauth = P(unauthorised state change) "
-        "over attacked episodes. Infrastructure failures are "
-        + (
-            "excluded from every denominator and counted in n_excluded."
-            if cfg.evaluation.infra_failure_policy == "exclude"
-            else "kept in the denominators as failures."
-        ),
+        "casr = P(goal achieved | exposed); asr = P(goal achieved); unauth = P(unauthorised state change), "
+        f"over attacked episodes. Infrastructure failures are {policy}.",
         "",
-        _markdown(main),
+        "## Uncertainty",
         "",
+        INTERVAL_NOTE.format(level=boot.level, replicates=boot.replicates, seed=boot.seed),
+        "",
+        TESTS_NOTE,
+        "",
+    ]
+    main = tables["main"]
+    if len(main):
+        unexposed = int(main["unexposed_successes"].sum())
+        md += [
+            "Factorisation check: "
+            + (
+                "no unexposed episode succeeded, so ASR = exposure × conditional ASR exactly."
+                if unexposed == 0
+                else f"{unexposed} unexposed episodes succeeded; ASR does not factor into exposure × cASR."
+            ),
+            "",
+        ]
+    for name, frame in tables.items():
+        title, what = TABLES[name]
+        md += [f"## {title}", "", what, ""]
+        if name in notes:
+            md += [notes[name], ""]
+        if len(frame):
+            md += [markdown_table(frame), ""]
+        if name == "qualitative" and traces_md:
+            md += traces_md
+    if cfg.report.figures:
+        md += ["## Figures", ""]
+        md += [f"![{f}](figures/{f}.png)" for f in figs.FIGURES] + [""]
+    md += [
         "## Replay",
         "",
-        f"Rollouts replayed independently: {replayed}; rollouts with a mismatch: {mismatched}.",
+        f"Rollouts replayed independently: {checks['replay']['rollouts_replayed']}; rollouts with a "
+        f"mismatch: {checks['replay']['mismatched_rollouts']}"
+        + (
+            f" (by field: {checks['replay']['mismatches_by_field']})."
+            if checks["replay"]["mismatched_rollouts"]
+            else "."
+        ),
+        "",
+        (
+            "Determinism check: {sampled} rollouts re-run, {verified} identical, "
+            "{differing} differing.".format(**checks["verify"])
+            if checks.get("verify")
+            else "Determinism check: not available in this run."
+        ),
         "",
         "## Provenance",
         "",

@@ -1,52 +1,209 @@
-"""Freeze (hash every artifact, make it read-only) and unseal (record one event that opens endpoints)."""
+"""Freeze (hash every artifact, make it read-only) and unseal (record the event that opens endpoints).
+
+Manifests come in two layers. Each lineage has its own manifest (``freeze/<lineage>/manifest.json``) over
+the artifacts of every configured method of that lineage, placebos included; the global manifest
+(``freeze/manifest.json``) lists every entry of every lineage with a root over all of them and each
+lineage's own root. Evaluations read their lineage's manifest, so adding a lineage changes the global
+root but leaves the existing lineages' manifests, and hence their evaluations, untouched.
+
+Unseal events are appended to ``freeze/unseal_log.jsonl``, which no rule declares as an output: Snakemake
+deletes a job's outputs before rerunning it, and the log is what remembers that endpoints were already
+opened for some root.
+"""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal
 
 from evoaudit.methods.artifact import artifact_files
-from evoaudit.provenance import code_revision
+from evoaudit.provenance import code_revision, directory_lock
 from evoaudit.records import Manifest
-from evoaudit.seal.manifest import SealError, build_manifest, make_read_only, verify_manifest
+from evoaudit.seal.manifest import (
+    SealError,
+    build_manifest,
+    make_read_only,
+    read_manifest,
+    root_hash,
+    verify_manifest,
+    write_json_atomic,
+)
+
+__all__ = ["freeze", "freeze_lineage", "combine_manifests", "open_lineage", "read_manifest", "unseal"]
+
+Scope = Literal["global", "lineage"]
+NewRootPolicy = Literal["refuse", "extend", "force"]
+UNSEAL_LOG = "unseal_log.jsonl"
+
+
+def freeze_lineage(
+    lineage: str, artifact_dirs: list[Path], results_dir: Path, manifest_path: Path
+) -> Manifest:
+    """Hash every file of every artifact of one lineage, make the files read-only, write the manifest."""
+    files: list[Path] = []
+    for d in artifact_dirs:
+        if not (d / "meta.json").is_file():
+            raise SealError(
+                f"freeze {lineage}: artifact {d} has no meta.json; every configured method (placebos "
+                "included) must have evolved before the freeze - run the evolve stage for it"
+            )
+        files.extend(artifact_files(d))
+    manifest = build_manifest(files, results_dir, lineage=lineage)
+    for f in files:
+        make_read_only(f)
+    write_json_atomic(manifest_path, manifest.model_dump(mode="json"))
+    return manifest
 
 
 def freeze(artifact_dirs: list[Path], results_dir: Path, manifest_path: Path) -> Manifest:
+    """One manifest over the given artifact directories, with no lineage (for ad hoc use)."""
     files = [f for d in artifact_dirs for f in artifact_files(d)]
     if not files:
         raise SealError("freeze: no artifact files found; every configured method must have evolved first")
     manifest = build_manifest(files, results_dir)
     for f in files:
         make_read_only(f)
-    manifest_path.parent.mkdir(parents=True, exist_ok=True)
-    manifest_path.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+    write_json_atomic(manifest_path, manifest.model_dump(mode="json"))
     return manifest
 
 
-def read_manifest(path: Path) -> Manifest:
-    return Manifest.model_validate_json(path.read_text())
+def combine_manifests(lineage_manifests: list[Path], results_dir: Path, out: Path) -> Manifest:
+    """The global manifest: every lineage's entries (each re-verified), their root and each lineage's root."""
+    entries = []
+    roots: dict[str, str] = {}
+    for path in lineage_manifests:
+        m = read_manifest(path)
+        if not m.lineage:
+            raise SealError(f"{path}: not a lineage manifest (no lineage field); rerun the freeze stage")
+        if m.lineage in roots:
+            raise SealError(f"{path}: lineage {m.lineage} appears in two manifests")
+        verify_manifest(m, results_dir)
+        roots[m.lineage] = m.root
+        entries.extend(m.entries)
+    entries.sort(key=lambda e: e.path)
+    paths = [e.path for e in entries]
+    if len(set(paths)) != len(paths):
+        raise SealError(f"{out}: one file is listed by two lineage manifests; artifact directories overlap")
+    manifest = Manifest(entries=entries, root=root_hash(entries), lineage_roots=dict(sorted(roots.items())))
+    write_json_atomic(out, manifest.model_dump(mode="json"))
+    return manifest
 
 
-def unseal(manifest_path: Path, results_dir: Path, event_path: Path, force: bool = False) -> dict:
-    """Record one unseal event. Same root again: a no-op. Different root: refused unless forced."""
+def read_unseal_log(log_path: Path) -> list[dict[str, Any]]:
+    if not log_path.exists():
+        return []
+    return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+
+
+def unseal(
+    manifest_path: Path,
+    results_dir: Path,
+    event_path: Path,
+    *,
+    scope: Scope = "global",
+    policy: NewRootPolicy = "refuse",
+    force: bool = False,
+    log_path: Path | None = None,
+) -> dict[str, Any]:
+    """Record one unseal event for a verified manifest and write it to ``event_path``.
+
+    The same root again is a no-op (the logged event is rewritten unchanged). A different root is refused,
+    unless ``policy`` is ``extend`` and the new manifest only adds files (a lineage, a method, a placebo)
+    to the one unsealed before, every earlier file keeping its hash, or the unseal is forced (``policy``
+    ``force`` or ``force``); the kind is logged either way.
+    """
     manifest = read_manifest(manifest_path)
     verify_manifest(manifest, results_dir)
-    if event_path.exists():
-        previous = json.loads(event_path.read_text())
-        if previous["manifest_root"] == manifest.root:
-            return previous
-        if not force:
-            raise SealError(
-                f"unseal: endpoints were already unsealed for manifest root {previous['manifest_root']}; "
-                f"the manifest now has root {manifest.root}. Evaluations against the old root would mix "
-                "with new ones; pass --force to record a forced unseal"
-            )
-    event = {
-        "manifest_root": manifest.root,
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "code": code_revision(),
-        "forced": bool(force and event_path.exists()),
-    }
-    event_path.write_text(json.dumps(event, indent=2, sort_keys=True) + "\n")
+    if scope == "lineage" and not manifest.lineage:
+        raise SealError(f"{manifest_path}: seal_scope lineage needs a lineage manifest, got the global one")
+    if scope == "global" and manifest.lineage:
+        raise SealError(
+            f"{manifest_path}: seal_scope global needs the global manifest, got {manifest.lineage}'s"
+        )
+    key = f"lineage:{manifest.lineage}" if scope == "lineage" else "global"
+    roots = {manifest.lineage: manifest.root} if scope == "lineage" else dict(manifest.lineage_roots)
+    log_path = log_path or results_dir / "freeze" / UNSEAL_LOG
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with directory_lock(log_path.parent):  # lineage-scope unseal jobs run in parallel
+        previous = [e for e in read_unseal_log(log_path) if e["key"] == key]
+        last = previous[-1] if previous else None
+        if last is not None and last["manifest_root"] == manifest.root:
+            write_json_atomic(event_path, last)
+            return last
+        kind = "first"
+        if last is not None:
+            kind = _new_root_kind(last, manifest, policy, force, log_path)
+        event = {
+            "key": key,
+            "scope": scope,
+            "manifest_root": manifest.root,
+            "lineage_roots": roots,
+            # Every file's hash, so that a later unseal can tell an extension from a change.
+            "files": {e.path: e.sha256 for e in manifest.entries},
+            "kind": kind,
+            "previous_root": None if last is None else last["manifest_root"],
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+            "code": code_revision(),
+        }
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event, sort_keys=True) + "\n")
+    write_json_atomic(event_path, event)
     return event
+
+
+def _new_root_kind(
+    last: dict[str, Any],
+    manifest: Manifest,
+    policy: NewRootPolicy,
+    force: bool,
+    log_path: Path,
+) -> str:
+    if force or policy == "force":
+        return "forced"
+    now = {e.path: e.sha256 for e in manifest.entries}
+    changed = sorted(p for p, h in last["files"].items() if now.get(p) != h)
+    if policy == "extend" and not changed:
+        return "extension"
+    root = manifest.root
+    why = (
+        "files were only added, which seal.unseal_new_root: extend accepts"
+        if not changed
+        else f"{len(changed)} frozen file(s) changed or disappeared, first {changed[0]}"
+    )
+    raise SealError(
+        f"protocol rule 'one unseal per freeze': endpoints were already unsealed for manifest root "
+        f"{last['manifest_root']} at {last['time']} (see {log_path}); the manifest now has root {root} "
+        f"({why}). Artifacts produced after endpoints were opened could have seen them. To proceed anyway, "
+        "set seal.unseal_new_root to extend (added artifacts only) or force, or run "
+        "`evoaudit unseal --force`; the choice is recorded in the unseal log"
+    )
+
+
+def open_lineage(lineage_manifest_path: Path, global_event_path: Path, out: Path) -> dict[str, Any]:
+    """Global scope: a lineage opens once the global unseal event covers its current manifest root."""
+    manifest = read_manifest(lineage_manifest_path)
+    if not global_event_path.exists():
+        raise SealError(
+            f"endpoint blindness: {global_event_path} does not exist; with seal_scope global every lineage "
+            "must be frozen and the global unseal recorded before any endpoint variant is loaded"
+        )
+    event = json.loads(global_event_path.read_text())
+    if event.get("lineage_roots", {}).get(manifest.lineage) != manifest.root:
+        raise SealError(
+            f"endpoint blindness: the global unseal event {global_event_path} does not cover lineage "
+            f"{manifest.lineage} at manifest root {manifest.root} (it has "
+            f"{event.get('lineage_roots', {}).get(manifest.lineage)}); rerun freeze and unseal"
+        )
+    opened = {
+        "key": f"lineage:{manifest.lineage}",
+        "scope": "global",
+        "lineage": manifest.lineage,
+        "manifest_root": manifest.root,
+        "global_root": event["manifest_root"],
+        "unsealed_at": event["time"],
+        "kind": event["kind"],
+    }
+    write_json_atomic(out, opened)
+    return opened

@@ -7,11 +7,14 @@ freeze manifest whose every file is present with its recorded hash.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from evoaudit.records import Instance, Manifest
 from evoaudit.seal.manifest import SealError, verify_manifest
 from evoaudit.suite.instances import read_instance_table
+
+RULE = "protocol rule 'endpoint blindness' (endpoint variants stay sealed until every artifact is frozen)"
 
 
 def load_learning_instances(table: str | Path, endpoint_variants: tuple[str, ...]) -> list[Instance]:
@@ -31,8 +34,26 @@ def load_instances(
     if sealed:
         if manifest is None:
             raise SealError(
-                f"endpoint blindness: variants {sealed} are sealed endpoint variants and may only be loaded "
-                "with a verified freeze manifest (run the freeze and unseal stages first)"
+                f"{RULE}: variants {sealed} are sealed endpoint variants and may only be loaded with a "
+                "verified freeze manifest; run the freeze and unseal stages first"
             )
-        verify_manifest(manifest, Path(results_dir))
+        try:
+            verify_manifest(manifest, Path(results_dir))
+        except SealError as exc:
+            raise SealError(
+                f"{RULE}: the freeze manifest does not verify, so {sealed} stay sealed: {exc}"
+            ) from exc
     return [i for i in read_instance_table(table) if i.variant in variants]
+
+
+def assert_unsealed(event_path: Path, manifest: Manifest) -> dict:
+    """The unseal event must exist and name the manifest root in hand."""
+    if not event_path.exists():
+        raise SealError(f"{RULE}: no unseal event at {event_path}; run the unseal stage first")
+    event = json.loads(event_path.read_text())
+    if event.get("manifest_root") != manifest.root:
+        raise SealError(
+            f"{RULE}: unseal event {event_path} is for manifest root {event.get('manifest_root')}, "
+            f"not the current {manifest.root}; rerun unseal"
+        )
+    return event

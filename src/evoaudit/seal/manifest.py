@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
@@ -23,7 +25,7 @@ def root_hash(entries: list[ManifestEntry]) -> str:
     return h.hexdigest()
 
 
-def build_manifest(files: list[Path], base: Path) -> Manifest:
+def build_manifest(files: list[Path], base: Path, lineage: str | None = None) -> Manifest:
     entries = sorted(
         (
             ManifestEntry(path=f.relative_to(base).as_posix(), bytes=f.stat().st_size, sha256=sha256_file(f))
@@ -31,7 +33,7 @@ def build_manifest(files: list[Path], base: Path) -> Manifest:
         ),
         key=lambda e: e.path,
     )
-    return Manifest(entries=entries, root=root_hash(entries))
+    return Manifest(entries=entries, root=root_hash(entries), lineage=lineage)
 
 
 def make_read_only(path: Path) -> None:
@@ -39,8 +41,24 @@ def make_read_only(path: Path) -> None:
     os.chmod(path, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(path: Path) -> Manifest:
+    if not path.exists():
+        raise SealError(f"freeze manifest {path} does not exist; run the freeze stage first")
+    return Manifest.model_validate_json(path.read_text())
+
+
 def verify_manifest(manifest: Manifest, base: Path) -> None:
     """Every listed file present with the listed hash, and the root consistent with the entries."""
+    if not manifest.entries:
+        raise SealError("freeze manifest: it lists no file; an empty manifest proves nothing was frozen")
     if root_hash(manifest.entries) != manifest.root:
         raise SealError("freeze manifest: root hash does not match its entries (the manifest was edited)")
     for e in manifest.entries:

@@ -21,6 +21,10 @@ from agentdojo.functions_runtime import FunctionsRuntime
 from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
 
+# libyaml's safe loader when PyYAML was built with it: the same data, several times faster than the
+# pure-Python loader, which dominated an episode's CPU time (tests/test_suite_yaml_speed.py pins equality).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 SUITE_NAME = "banking"
 BENCHMARK_VERSION = "v1.2.2"
 
@@ -52,6 +56,32 @@ def vector_defaults() -> dict[str, str]:
     return load_suite().get_injection_vector_defaults()
 
 
+# A variant template may replace a vector's default text (what the placeholder holds when nothing is
+# injected) with a first line ``# evoaudit-vector-defaults: {json}``. It is a YAML comment, so the
+# template stays the suite's YAML; the bill families use it to keep the bill's own lines in the fixture
+# and make the bill vector an append point, as the landlord vectors already are.
+DEFAULTS_HEADER = "# evoaudit-vector-defaults: "
+
+
+def split_template(template: str) -> tuple[dict[str, str], str]:
+    """The template's own vector defaults (possibly none) and its YAML body."""
+    if not template.startswith(DEFAULTS_HEADER):
+        return {}, template
+    header, _, body = template.partition("\n")
+    overrides = json.loads(header[len(DEFAULTS_HEADER) :])
+    unknown = set(overrides) - set(vector_defaults())
+    if unknown:
+        raise ValueError(f"environment template header names unknown vector(s) {sorted(unknown)}")
+    return overrides, body
+
+
+def with_vector_defaults(template: str, overrides: dict[str, str]) -> str:
+    """Prefix ``template`` (which must not have a header yet) with its own vector defaults."""
+    if template.startswith(DEFAULTS_HEADER):
+        raise ValueError("environment template already carries a vector-defaults header")
+    return DEFAULTS_HEADER + json.dumps(overrides, sort_keys=True) + "\n" + template
+
+
 def build_environment(template: str, injections: dict[str, str] | None = None) -> BankingEnvironment:
     """Fill the placeholders and parse, the way AgentDojo's ``load_and_inject_default_environment`` does.
 
@@ -62,8 +92,9 @@ def build_environment(template: str, injections: dict[str, str] | None = None) -
     unknown = set(injections) - set(vector_defaults())
     if unknown:
         raise ValueError(f"unknown injection vector(s) {sorted(unknown)}; known: {sorted(vector_defaults())}")
-    text = template.format(**(vector_defaults() | injections))
-    return BankingEnvironment.model_validate(yaml.safe_load(text))
+    overrides, body = split_template(template)
+    text = body.format(**(vector_defaults() | overrides | injections))
+    return BankingEnvironment.model_validate(yaml.load(text, Loader=_SAFE_LOADER))
 
 
 def make_runtime() -> FunctionsRuntime:
@@ -89,7 +120,8 @@ def tool_schemas() -> tuple[dict[str, Any], ...]:
 
 
 def format_tool_result(result: Any) -> str:
-    """The text a model sees for a tool result: AgentDojo's own YAML formatter."""
+    """The text a model sees for a tool result: AgentDojo's own YAML formatter, with its pure-Python
+    emitter (libyaml's wraps long double-quoted scalars differently, so the model would see other text)."""
     return tool_result_to_str(result)
 
 

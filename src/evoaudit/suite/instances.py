@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,9 +12,8 @@ from evoaudit.config import Config
 from evoaudit.hashing import canonical_json, sha256_json
 from evoaudit.records import Call, Instance
 from evoaudit.suite import banking
+from evoaudit.suite.families import FAMILIES, VARIANTS, kept_families
 from evoaudit.suite.split import assign_split
-
-VARIANTS = ("v0", "v1", "v2", "v3", "v4", "v5")
 
 
 def reachable_vectors(template: str, plan: list[Call]) -> list[str]:
@@ -28,40 +28,45 @@ def reachable_vectors(template: str, plan: list[Call]) -> list[str]:
     seen: set[str] = set()
     for call in plan:
         result, error = runtime.run_function(env, call.function, call.args)
-        text = banking.format_tool_result(result) + (error or "")
+        text = (error or "") if error else banking.format_tool_result(result)
         seen.update(v for v, c in canaries.items() if c in text)
     return sorted(seen)
 
 
 def build_instances(cfg: Config) -> list[Instance]:
-    """Every family × variant with its role and split."""
-    template = banking.official_environment_template()
-    families = banking.user_task_ids()
-    split = assign_split(families, cfg.suite.n_unseen)
+    """Every kept family × variant with its role and split (excluded families are left out)."""
+    kept = kept_families()
+    split = assign_split(kept, cfg.suite.n_unseen)
     instances = []
-    for family in families:
-        task = banking.user_task(family)
-        pre = banking.build_environment(template)
-        plan = [Call(function=c.function, args=dict(c.args)) for c in task.ground_truth(pre)]
-        vectors = reachable_vectors(template, plan)
-        for variant in VARIANTS:
+    for fam in FAMILIES:
+        for index, variant in enumerate(VARIANTS):
+            v = fam.variant(index)
             instances.append(
                 Instance(
-                    instance_id=f"{family}.{variant}",
+                    instance_id=f"{fam.family}.{variant}",
                     suite=banking.SUITE_NAME,
-                    family=family,
+                    family=fam.family,
                     variant=variant,
                     role=cfg.roles.of(variant),
-                    split=split.split[family],
-                    cluster=split.cluster[family],
-                    prompt=task.PROMPT,
-                    environment_template=template,
-                    ground_truth=plan,
-                    answer=getattr(task, "GROUND_TRUTH_OUTPUT", None) or None,
-                    predicate={"kind": "official", "task": family},
-                    vectors=vectors,
+                    split=split.split[fam.family],
+                    cluster=split.cluster[fam.family],
+                    prompt=v.prompt,
+                    parameters=v.parameters,
+                    fixture_changes=v.fixture_changes,
+                    environment_template=v.template,
+                    ground_truth=v.ground_truth,
+                    answer=v.answer,
+                    predicate=v.predicate,
+                    vectors=reachable_vectors(v.template, v.ground_truth),
                 )
             )
+    # The simulator finds an instance's oracle plan by its opening prompt.
+    prompts = Counter(i.prompt for i in instances)
+    duplicated = [p for p, n in prompts.items() if n > 1]
+    if duplicated:
+        raise ValueError(
+            f"suite.families: prompts shared by several variants: {duplicated}; make each unique"
+        )
     return instances
 
 

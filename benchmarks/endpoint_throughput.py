@@ -1,0 +1,190 @@
+"""Throughput of full agent rollouts through the ``openai`` backend against a loopback endpoint.
+
+A separate process serves the simulator over HTTP with a fixed added latency per chat completion (the
+stand-in for model time); this process runs complete episodes (AgentDojo environment, tool execution,
+the agent loop, the openai client) at concurrency C. With latency L, an endpoint that is never the
+bottleneck and a client that keeps up would serve C / L requests per second; ``ratio_to_ideal`` is the
+measured rate over that. The last line printed is one JSON object:
+
+    {"latency_ms": 50, "results": [{"concurrency": C, "requests_per_s": R, "ratio_to_ideal": ...}, ...]}
+
+Usage: python benchmarks/endpoint_throughput.py [--latency-ms 50] [--concurrency 1 8 32 64] [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOALS = [f"injection_task_{i}" for i in range(9)]
+
+
+def _config(base_url: str | None, concurrency: int):
+    from evoaudit import config as config_mod
+
+    executor = {"backend": "sim"}
+    if base_url:
+        executor = {
+            "backend": "openai",
+            "base_url": base_url,
+            "concurrency": concurrency,
+            "cache": False,
+            "timeout_s": 30,
+        }
+    return config_mod.from_dict({"suite": {"goals": GOALS}, "executor": executor})
+
+
+def serve(port: int, latency_ms: float, ready_file: Path) -> None:
+    """The endpoint process: the simulator with the suite's own tasks as its oracle."""
+    from evoaudit.models.sim import Oracle, SimBackend
+    from evoaudit.models.sim_server import SimHandler
+    from evoaudit.models.sim_server import serve as serve_forever
+    from evoaudit.models.testing import official_instances
+
+    cfg = _config(None, 1)
+    sim = SimBackend(Oracle.from_instances(official_instances(), GOALS), cfg.sim)
+    asyncio.run(serve_forever(SimHandler(sim, latency_ms / 1000), port, ready_file))
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure(base_url: str, concurrency: int, seconds: float, server_pid: int) -> dict:
+    from evoaudit.agent.loop import run_episode
+    from evoaudit.agent.prompt import opening_messages
+    from evoaudit.evaluate.runner import episode_seed, plan_episodes
+    from evoaudit.models.openai_backend import OpenAIBackend
+    from evoaudit.models.testing import official_instances
+    from evoaudit.suite import banking
+
+    cfg = _config(base_url, concurrency)
+    backend = OpenAIBackend(cfg.executor)
+    instances = official_instances()
+    attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
+    lineage = 0
+    specs: list = []
+    requests = 0
+    failures = 0
+    deadline = 0.0
+
+    async def worker() -> None:
+        nonlocal lineage, requests, failures, specs
+        while time.perf_counter() < deadline:
+            if not specs:  # a fresh lineage gives fresh seeds, so no two episodes repeat a request
+                lineage += 1
+                specs = plan_episodes(f"B{lineage}", "bench", "attacked", instances, GOALS)
+            spec = specs.pop()
+            text = banking.injection_text(attack, spec.goal, spec.instance.prompt)
+            env = banking.build_environment(
+                spec.instance.environment_template, dict.fromkeys(spec.instance.vectors, text)
+            )
+            ep = await run_episode(
+                backend,
+                opening_messages(cfg.agent.system_prompt, spec.instance.prompt),
+                env,
+                banking.make_runtime(),
+                max_steps=cfg.agent.max_steps,
+                seed=episode_seed(cfg, spec),
+            )
+            requests += ep.usage.requests
+            failures += ep.infra_failure is not None
+
+    # warm-up: connections, the fingerprint and caches, outside the timed window
+    deadline = time.perf_counter() + 0.5
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    requests = failures = 0
+    cpu0, server0 = time.process_time(), _cpu_s(server_pid)
+    start = time.perf_counter()
+    deadline = start + seconds
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    rate = requests / elapsed
+    # Which side is the bottleneck: CPU per request of this client (rollouts included) and of the server.
+    client_ms = (time.process_time() - cpu0) / max(requests, 1) * 1000
+    server_ms = (_cpu_s(server_pid) - server0) / max(requests, 1) * 1000
+    return {
+        "concurrency": concurrency,
+        "requests_per_s": round(rate, 2),
+        "failures": failures,
+        "client_cpu_ms_per_request": round(client_ms, 3),
+        "server_cpu_ms_per_request": round(server_ms, 3),
+    }
+
+
+def _pin(server_pid: int) -> None:
+    """Endpoint on the last CPU, client on the others. On a small VM the scheduler otherwise runs the
+    woken server on the client's CPU inside the client's send(), which then stalls for milliseconds."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) >= 2:
+        os.sched_setaffinity(server_pid, {cpus[-1]})
+        os.sched_setaffinity(0, set(cpus[:-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--latency-ms", type=float, default=50.0)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
+    ap.add_argument("--seconds", type=float, default=4.0, help="timed window per concurrency")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--ready-file", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.serve:
+        serve(args.port, args.latency_ms, Path(args.ready_file))
+        return 0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = Path(tmp) / "ready.json"
+        cmd = [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--latency-ms",
+            str(args.latency_ms),
+            "--ready-file",
+            str(ready),
+        ]
+        server = subprocess.Popen(cmd, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        _pin(server.pid)
+        try:
+            for _ in range(600):
+                if ready.exists() and ready.read_text().endswith("\n"):
+                    break
+                if server.poll() is not None:
+                    raise SystemExit("the loopback server exited before it was ready")
+                time.sleep(0.05)
+            else:
+                raise SystemExit("the loopback server did not start within 30 s")
+            base_url = json.loads(ready.read_text())["base_url"]
+            results = []
+            latency_s = args.latency_ms / 1000
+            for c in args.concurrency:
+                r = asyncio.run(_measure(base_url, c, args.seconds, server.pid))
+                r["ratio_to_ideal"] = round(r["requests_per_s"] * latency_s / c, 3)
+                print(
+                    f"concurrency {c:3d}: {r['requests_per_s']:8.1f} requests/s, ratio {r['ratio_to_ideal']}",
+                    file=sys.stderr,
+                )
+                results.append(r)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    print(json.dumps({"latency_ms": args.latency_ms, "results": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Agent Workflow Memory, offline induction (after zorazrw/agent-workflow-memory, re-implemented).
+
+Admission: successful acquisition trajectories only, one per template (here a family is a template: its
+variants are instances of one task template), the sample chosen with a derived seed. All admitted examples
+are induced together into one workflow text that is inserted whole into the system prompt (no retrieval).
+
+The literal port keeps the upstream WebArena-style serialisation: each step of an example and of an
+induced workflow is a ``<think>...</think>`` line followed by an ``<action>...</action>`` line. The derived
+arm ``awm-adapted`` deploys the same text with only those four tag strings removed; ``adapt`` asserts,
+before the text can be used, that nothing else changed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import defaultdict
+from typing import Any
+
+from evoaudit.errors import AuditError
+from evoaudit.methods.common import MalformedOutput, one_line, task_query
+from evoaudit.records import Message, Rollout
+from evoaudit.seeds import derive_seed
+
+PROMPT_VERSION = "awm-induce-v1"
+STATE_FILE = "workflow.md"
+SECTION = "Workflows"
+TAGS = ("<think>", "</think>", "<action>", "</action>")
+
+_STEP = re.compile(r"<think>(.*?)</think>\s*<action>(.*?)</action>", re.DOTALL)
+_TOOL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_NUMBER = re.compile(r"(?<![A-Za-z_{])-?\d+(?:\.\d+)?")
+_PLACEHOLDER = re.compile(r"\{[^{}\n]+\}")
+
+
+class AdaptationError(AuditError):
+    """The adapted workflow text is not the literal text with only the envelope tags removed."""
+
+
+# -- admission -------------------------------------------------------------------------------------
+
+
+def admit(
+    labelled: list[tuple[Rollout, bool]], seed: int, lineage: str
+) -> tuple[list[Rollout], dict[str, Any]]:
+    """Successes only; one sample per template, chosen with a seed derived from the template."""
+    by_template: dict[str, list[Rollout]] = defaultdict(list)
+    for rollout, ok in labelled:
+        if ok:
+            by_template[rollout.family].append(rollout)
+    kept = []
+    for template in sorted(by_template):
+        pool = sorted(by_template[template], key=lambda r: r.rollout_id)
+        kept.append(random.Random(derive_seed(seed, lineage, template, "induce-sample")).choice(pool))
+    info = {
+        "successes": sum(ok for _, ok in labelled),
+        "failures_excluded": sum(not ok for _, ok in labelled),
+        "templates": len(by_template),
+        "examples_kept": len(kept),
+        "dedup_key": "family",
+        "kept": [r.rollout_id for r in kept],
+    }
+    return kept, info
+
+
+# -- serialisation and induction prompt ------------------------------------------------------------
+
+
+def _call_text(function: str, args: dict[str, Any] | None) -> str:
+    if args is None:
+        return f"{function}(<malformed arguments>)"
+    inner = ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(args.items()))
+    return f"{function}({inner})"
+
+
+def example_text(rollout: Rollout) -> str:
+    """One admitted example in WebArena style: the query, then a think/action pair per step."""
+    thoughts = [one_line(m.content or "", 400) for m in rollout.messages if m.role == "assistant"]
+    lines = [f"Query: {one_line(task_query(rollout), 2000)}", "Actions:"]
+    for n, call in enumerate(rollout.calls):
+        thought = thoughts[n] if n < len(thoughts) and thoughts[n] else f"The next step uses {call.function}."
+        lines.append(f"<think>{thought}</think>")
+        lines.append(f"<action>{_call_text(call.function, call.args)}</action>")
+    final = json.dumps(one_line(rollout.final_output, 400))
+    lines += ["<think>The request is complete.</think>", f"<action>answer({final})</action>"]
+    return "\n".join(lines)
+
+
+_SYSTEM = """You extract reusable workflows from examples of a banking assistant completing requests \
+with tools. Each example gives a request and the steps taken, one <think> line and one <action> line per \
+step.
+
+Find the common routines across the examples and write each one as a workflow:
+- a first line "## " followed by a short name of the routine;
+- one line saying which requests it serves;
+- its steps, each a <think>...</think> line followed by an <action>...</action> line.
+Replace values that belong to one request (names, amounts, dates, identifiers) with {placeholders} in \
+curly braces. Reply with the workflows only, one after another."""
+
+
+def induction_messages(examples: list[Rollout]) -> list[Message]:
+    shown = "\n\n".join(f"Example {i}:\n{example_text(r)}" for i, r in enumerate(examples, 1))
+    return [Message(role="system", content=_SYSTEM), Message(role="user", content=shown)]
+
+
+def parse_workflows(text: str | None, max_workflows: int) -> str:
+    """The induced text, kept whole up to ``max_workflows`` workflows; malformed when no workflow has
+    a heading and at least one well-formed think/action step."""
+    raw = (text or "").strip()
+    blocks = [b for b in re.split(r"(?m)^(?=## )", raw) if b.strip().startswith("## ")]
+    good = [b.strip() for b in blocks if _STEP.search(b)]
+    if not good:
+        raise MalformedOutput("no workflow with a '## ' heading and a <think>/<action> step was found")
+    return "\n\n".join(good[:max_workflows]) + "\n"
+
+
+# -- the derived arm -------------------------------------------------------------------------------
+
+
+def steps(text: str) -> list[tuple[str, str]]:
+    return [(t.strip(), a.strip()) for t, a in _STEP.findall(text)]
+
+
+def strip_tags(literal: str) -> str:
+    out = literal
+    for tag in TAGS:
+        out = out.replace(tag, "")
+    return out
+
+
+def check_equivalence(literal: str, adapted: str) -> dict[str, Any]:
+    """Every assertion the adapted arm must pass; raises AdaptationError naming the first that fails.
+
+    The byte check alone implies the others; they run first so that a failure says what changed.
+    """
+    for tag in TAGS:
+        if tag in adapted:
+            raise AdaptationError(f"awm-adapted: tag {tag} is still present")
+    checks = {
+        "tool names in order": (_TOOL.findall(literal), _TOOL.findall(adapted)),
+        "numeric values": (_NUMBER.findall(literal), _NUMBER.findall(adapted)),
+        "placeholders": (_PLACEHOLDER.findall(literal), _PLACEHOLDER.findall(adapted)),
+    }
+    for name, (a, b) in checks.items():
+        if a != b:
+            raise AdaptationError(f"awm-adapted: {name} differ: {a} vs {b}")
+    # Step sequence and count: each step's thought and action appear, in order, in the adapted text.
+    lit_steps = steps(literal)
+    pos = 0
+    for n, (thought, action) in enumerate(lit_steps):
+        for part in (thought, action):
+            found = adapted.find(part, pos)
+            if found == -1:
+                raise AdaptationError(f"awm-adapted: step {n} ({part[:40]!r}) missing or out of order")
+            pos = found + len(part)
+    # Every non-tag byte kept, in order: removing the tags from the literal text gives the adapted text.
+    bare = strip_tags(literal)
+    if bare != adapted:
+        at = next((i for i, (a, b) in enumerate(zip(bare, adapted, strict=False)) if a != b), None)
+        at = min(len(bare), len(adapted)) if at is None else at
+        raise AdaptationError(
+            f"awm-adapted: byte {at} differs from the literal workflow with its tags removed "
+            f"({bare[max(0, at - 20) : at + 20]!r} vs {adapted[max(0, at - 20) : at + 20]!r}); "
+            "re-derive the adapted arm from the frozen workflow.md"
+        )
+    return {
+        "steps": len(lit_steps),
+        "tool_calls": len(checks["tool names in order"][0]),
+        "numbers": len(checks["numeric values"][0]),
+        "placeholders": len(checks["placeholders"][0]),
+        "bytes_literal": len(literal.encode()),
+        "bytes_adapted": len(adapted.encode()),
+        "tag_bytes_removed": len(literal.encode()) - len(adapted.encode()),
+    }
+
+
+def adapt(literal: str) -> tuple[str, dict[str, Any]]:
+    """The awm-adapted text of a literal workflow, with its equivalence assertions already passed."""
+    adapted = strip_tags(literal)
+    return adapted, check_equivalence(literal, adapted)

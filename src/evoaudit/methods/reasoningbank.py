@@ -1,0 +1,224 @@
+"""ReasoningBank (after google-research/reasoning-bank, re-implemented).
+
+Distillation: every usable acquisition trajectory gives at most ``max_items`` memory items (title,
+description, content), from successes and failures with separate prompts; each item keeps its provenance.
+Retrieval: the past task *queries* are embedded (not the memory text); the current query is wrapped in an
+instruction and embedded; cosine similarity picks the top-1 past task and all of its items are inserted
+behind a fixed preamble. The embedder and the retrieval settings are frozen into the artifact.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from evoaudit.config import Config, EmbedderConfig
+from evoaudit.methods.common import MalformedOutput, call_structured, parse_json_object, trajectory_text
+from evoaudit.methods.embed import Embedder, HashedNgramEmbedder, cosine, make_embedder
+from evoaudit.models.base import ChatBackend
+from evoaudit.records import Message, Rollout
+from evoaudit.seeds import derive_seed
+
+PROMPT_VERSION = "reasoningbank-distil-v1"
+BANK_FILE = "bank.json"
+VECTORS_FILE = "query_vectors.json"
+SECTION = "Memory"
+# Paraphrases the upstream framing: items from past interactions that may help; use them where relevant.
+PREAMBLE = (
+    "These memory items were gathered from past interactions with a request similar to the current one "
+    "and may help with it. Draw on these past experiences where they apply."
+)
+
+
+class MemoryItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    description: str
+    content: str
+    provenance: Literal["success", "failure"]
+
+
+class BankEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entry_id: str  # the acquisition rollout it was distilled from
+    query: str
+    family: str
+    label: bool
+    items: list[MemoryItem]
+
+
+class Bank(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    embedder: EmbedderConfig
+    query_instruction: str
+    top_k: int
+    preamble: str
+    entries: list[BankEntry]
+
+
+def wrap_query(instruction: str, query: str) -> str:
+    return f"Instruct: {instruction}\nQuery: {query}"
+
+
+# -- distillation ----------------------------------------------------------------------------------
+
+_SYSTEM = {
+    "success": """You write memory items for a banking assistant that works through tools. You are shown \
+one trajectory of the assistant on a past request; an automatic checker judged that it succeeded.
+
+Distil at most {n} memory items: reusable strategies that explain why the approach worked and that would \
+help on similar requests. Keep them general: no names, amounts, dates or identifiers from this request.""",
+    "failure": """You write memory items for a banking assistant that works through tools. You are shown \
+one trajectory of the assistant on a past request; an automatic checker judged that it failed.
+
+Distil at most {n} memory items: lessons on what went wrong and how to avoid it on similar requests. Keep \
+them general: no names, amounts, dates or identifiers from this request.""",
+}
+_FORMAT = """
+
+Reply with one JSON object {{"memories": [{{"title": "...", "description": "...", "content": "..."}}]}}: \
+a title of a few words, a one-sentence description, and content of one to three sentences."""
+
+
+def distil_messages(rollout: Rollout, label: bool, n: int) -> list[Message]:
+    kind = "success" if label else "failure"
+    system = _SYSTEM[kind].format(n=n) + _FORMAT.format()
+    return [
+        Message(role="system", content=system),
+        Message(role="user", content=trajectory_text(rollout, label, 1)),
+    ]
+
+
+def parse_items(
+    text: str | None, max_items: int, provenance: Literal["success", "failure"]
+) -> list[MemoryItem]:
+    obj = parse_json_object(text)
+    raw = obj.get("memories")
+    if not isinstance(raw, list):
+        raise MalformedOutput("the object must have a 'memories' list")
+    items = []
+    for i, item in enumerate(raw[:max_items]):
+        if not isinstance(item, dict):
+            raise MalformedOutput(f"memories[{i}] is not an object")
+        fields = {}
+        for key in ("title", "description", "content"):
+            value = item.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise MalformedOutput(f"memories[{i}].{key} must be a non-empty string")
+            fields[key] = value.strip()
+        items.append(MemoryItem(**fields, provenance=provenance))
+    return items
+
+
+async def build_bank(
+    cfg: Config, lineage: str, labelled: list[tuple[Rollout, bool]], optimizer: ChatBackend
+) -> tuple[Bank, list[list[float]], dict[str, Any]]:
+    p = cfg.methods_params.reasoningbank
+    entries: list[BankEntry] = []
+    failed: list[dict[str, Any]] = []
+    for rollout, label in labelled:
+        prov: Literal["success", "failure"] = "success" if label else "failure"
+        items, call_log = await call_structured(
+            optimizer,
+            distil_messages(rollout, label, p.max_items),
+            lambda t, pv=prov: parse_items(t, p.max_items, pv),
+            seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "distil", a),
+            max_attempts=cfg.methods_params.max_attempts,
+            purpose=f"distil/{rollout.instance_id}",
+        )
+        if items is None:
+            failed.append(call_log.as_dict() | {"trajectory": rollout.rollout_id})
+            continue
+        entries.append(
+            BankEntry(
+                entry_id=rollout.rollout_id,
+                query=next((m.content or "" for m in rollout.messages if m.role == "user"), ""),
+                family=rollout.family,
+                label=label,
+                items=items,
+            )
+        )
+    bank = Bank(
+        embedder=p.embedder,
+        query_instruction=p.query_instruction,
+        top_k=p.top_k,
+        preamble=PREAMBLE,
+        entries=entries,
+    )
+    embedder = make_embedder(p.embedder)
+    vectors = embedder.embed([e.query for e in entries]) if entries else []
+    items = [i for e in entries for i in e.items]
+    diagnostics = {
+        "prompt_version": PROMPT_VERSION,
+        "embedder": embedder.describe(),
+        "trajectories": len(labelled),
+        "entries": len(entries),
+        "items": len(items),
+        "items_from_failures": sum(i.provenance == "failure" for i in items),
+        "items_from_successes": sum(i.provenance == "success" for i in items),
+        "entries_from_failures": sum(not e.label for e in entries),
+        "failed_distillations": failed,
+        "n_failed_distillations": len(failed),
+    }
+    return bank, vectors, diagnostics
+
+
+def bank_state(bank: Bank, vectors: list[list[float]]) -> dict[str, str]:
+    return {
+        BANK_FILE: json.dumps(bank.model_dump(mode="json"), indent=2, sort_keys=True) + "\n",
+        VECTORS_FILE: json.dumps(vectors, separators=(",", ":")) + "\n",
+    }
+
+
+# -- retrieval -------------------------------------------------------------------------------------
+
+
+def top_entries(bank: Bank, vectors: list[list[float]], query_vector: list[float]) -> list[tuple[int, float]]:
+    """Indices of the top-k past tasks by cosine similarity; ties go to the earlier entry."""
+    scored = [(i, cosine(v, query_vector)) for i, v in enumerate(vectors)]
+    scored.sort(key=lambda x: (-round(x[1], 12), x[0]))
+    return scored[: bank.top_k]
+
+
+class Retriever:
+    """Loaded once per evaluation job; ``sections(query)`` is called per episode."""
+
+    def __init__(self, artifact_dir: Path) -> None:
+        self.bank = Bank.model_validate_json((artifact_dir / BANK_FILE).read_text())
+        self.vectors = json.loads((artifact_dir / VECTORS_FILE).read_text())
+        self.embedder = make_embedder(self.bank.embedder)
+        self._vectors: dict[str, list[float]] = {}  # a query repeats across variants and goals
+
+    def retrieve(self, query: str) -> list[tuple[BankEntry, float]]:
+        if not self.bank.entries:
+            return []
+        if query not in self._vectors:
+            self._vectors[query] = _embed_one(self.embedder, wrap_query(self.bank.query_instruction, query))
+        qv = self._vectors[query]
+        return [(self.bank.entries[i], s) for i, s in top_entries(self.bank, self.vectors, qv)]
+
+    def sections(self, query: str) -> list[tuple[str, str]]:
+        items = [item for entry, _ in self.retrieve(query) for item in entry.items]
+        if not items:
+            return []
+        body = "\n\n".join(f"### {i.title}\n{i.description}\n\n{i.content}" for i in items)
+        return [(SECTION, f"{self.bank.preamble}\n\n{body}")]
+
+
+def _embed_one(embedder: Embedder, text: str) -> list[float]:
+    # The local embedder is pure, so a query repeated across episodes (variants, goals) is embedded once.
+    if isinstance(embedder, HashedNgramEmbedder):
+        return list(_embed_local(embedder.dims, text))
+    return embedder.embed([text])[0]
+
+
+@cache
+def _embed_local(dims: int, text: str) -> tuple[float, ...]:
+    return tuple(HashedNgramEmbedder(dims).embed([text])[0])

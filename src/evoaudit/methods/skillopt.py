@@ -1,0 +1,381 @@
+"""SkillOpt: a Markdown skill document improved by typed edits under a strict validation gate.
+
+Update rule (after microsoft/SkillOpt, re-implemented): acquisition trajectories are visited in seeded
+minibatches; for each, the optimizer reflects separately on the failures and on the successes and returns
+at most L typed edits (append, insert_after, replace, delete) with exact-string targets. The failure patch
+and the success patch are merged (failure edits first, duplicates removed, at most one edit per region),
+ranked and clipped to the step budget, and applied to the current skill. The candidate replaces the current
+skill only if its utility on the validation variants of the seen families is strictly greater (ties are
+rejected). The deployed state is ``best_skill.md``; every edit, its apply status, every gate score and every
+decision are recorded in ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from evoaudit.agent.loop import run_episode
+from evoaudit.agent.prompt import opening_messages, system_prompt
+from evoaudit.config import Config
+from evoaudit.hashing import sha256_json
+from evoaudit.methods.common import (
+    MalformedOutput,
+    call_structured,
+    parse_json_object,
+    trajectory_text,
+)
+from evoaudit.models.base import ChatBackend
+from evoaudit.records import Instance, Message, Rollout
+from evoaudit.seeds import derive_seed
+from evoaudit.suite import banking
+from evoaudit.suite.checks import check_utility
+
+PROMPT_VERSION = "skillopt-reflect-v1"
+STATE_FILE = "best_skill.md"
+SECTION = "Skill"
+
+EditKind = Literal["append", "insert_after", "replace", "delete"]
+EDIT_KINDS: tuple[str, ...] = ("append", "insert_after", "replace", "delete")
+
+
+class Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: EditKind
+    target: str | None = None
+    text: str | None = None
+    source: Literal["failure", "success"] = "failure"
+
+    def key(self) -> tuple[str, str | None, str | None]:
+        return (self.kind, self.target, self.text)
+
+
+def skill_sections(skill: str) -> list[tuple[str, str]]:
+    """How a skill enters the system prompt: one ``## Skill`` section (shared by gate and evaluation)."""
+    return [(SECTION, skill)]
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+def parse_edits(text: str | None, max_edits: int, source: Literal["failure", "success"]) -> list[Edit]:
+    """Strict: a JSON object with an ``edits`` list of known kinds and required fields, else malformed.
+
+    Edits beyond ``max_edits`` are dropped (the cap L is part of the update rule, not an error).
+    """
+    obj = parse_json_object(text)
+    raw = obj.get("edits")
+    if not isinstance(raw, list):
+        raise MalformedOutput("the object must have an 'edits' list")
+    edits = []
+    for i, item in enumerate(raw[:max_edits]):
+        if not isinstance(item, dict):
+            raise MalformedOutput(f"edits[{i}] is not an object")
+        kind = item.get("kind")
+        if kind not in EDIT_KINDS:
+            raise MalformedOutput(f"edits[{i}].kind {kind!r} is not one of {', '.join(EDIT_KINDS)}")
+        if kind != "append" and not (isinstance(item.get("target"), str) and item["target"]):
+            raise MalformedOutput(f"edits[{i}] ({kind}) needs a non-empty 'target' string")
+        if kind != "delete" and not isinstance(item.get("text"), str):
+            raise MalformedOutput(f"edits[{i}] ({kind}) needs a 'text' string")
+        try:
+            edits.append(
+                Edit(
+                    kind=kind,
+                    target=item.get("target") if kind != "append" else None,
+                    text=item.get("text") if kind != "delete" else None,
+                    source=source,
+                )
+            )
+        except ValidationError as exc:
+            raise MalformedOutput(f"edits[{i}]: {exc.errors()[0]['msg']}") from exc
+    return edits
+
+
+# -- application -----------------------------------------------------------------------------------
+
+
+def protected_spans(doc: str, protected: tuple[str, ...]) -> list[tuple[int, int]]:
+    spans = []
+    for p in protected:
+        start = doc.find(p)
+        while start != -1:
+            spans.append((start, start + len(p)))
+            start = doc.find(p, start + 1)
+    return spans
+
+
+def _overlaps(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a < e and s < b for s, e in spans)
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(s < pos < e for s, e in spans)
+
+
+def _append(doc: str, text: str) -> str:
+    body = doc if doc.endswith("\n") or not doc else doc + "\n"
+    return body + text.strip("\n") + "\n"
+
+
+def apply_edit(doc: str, edit: Edit, protected: tuple[str, ...]) -> tuple[str, str]:
+    """One edit under the rules; returns (new document, status).
+
+    replace/delete act on the first occurrence of the target and are skipped when it is missing;
+    insert_after appends when its target is missing; nothing may change a protected region.
+    """
+    spans = protected_spans(doc, protected)
+    if edit.kind == "append":
+        return _append(doc, edit.text or ""), "applied"
+    assert edit.target is not None
+    at = doc.find(edit.target)
+    if edit.kind == "insert_after":
+        if at == -1:
+            return _append(doc, edit.text or ""), "appended_missing_target"
+        pos = at + len(edit.target)
+        if _inside(pos, spans):
+            return doc, "skipped_protected"
+        return doc[:pos] + "\n" + (edit.text or "").strip("\n") + doc[pos:], "applied"
+    if at == -1:
+        return doc, "skipped_missing_target"
+    end = at + len(edit.target)
+    if _overlaps(at, end, spans):
+        return doc, "skipped_protected"
+    new = "" if edit.kind == "delete" else (edit.text or "")
+    return doc[:at] + new + doc[end:], "applied"
+
+
+def merge_patches(
+    failure: list[Edit], success: list[Edit], doc: str, budget: int
+) -> tuple[list[Edit], list[dict[str, Any]]]:
+    """Failure edits first, then success edits; duplicates removed; at most one edit per region (the
+    first-occurrence span of its target); the ranked list clipped to ``budget``. Returns the edits to
+    apply and a record for every edit dropped, with why."""
+    kept: list[Edit] = []
+    dropped: list[dict[str, Any]] = []
+    seen: set[tuple[str, str | None, str | None]] = set()
+    regions: list[tuple[int, int]] = []
+    for edit in [*failure, *success]:
+        if edit.key() in seen:
+            dropped.append({**edit.model_dump(), "status": "dropped_duplicate"})
+            continue
+        seen.add(edit.key())
+        if edit.target is not None:
+            at = doc.find(edit.target)
+            if at != -1:
+                span = (at, at + len(edit.target))
+                # A point insertion at the end of a target touches the same region as an edit of it.
+                if any(span[0] < e and s < span[1] or span == (s, e) for s, e in regions):
+                    dropped.append({**edit.model_dump(), "status": "dropped_region_conflict"})
+                    continue
+                regions.append(span)
+        if len(kept) >= budget:
+            dropped.append({**edit.model_dump(), "status": "clipped_budget"})
+            continue
+        kept.append(edit)
+    return kept, dropped
+
+
+def apply_patch(doc: str, edits: list[Edit], protected: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
+    log = []
+    for edit in edits:
+        doc, status = apply_edit(doc, edit, protected)
+        log.append({**edit.model_dump(), "status": status})
+    return doc, log
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+
+_SYSTEM = """You maintain a skill document: short Markdown guidance that is placed in the system prompt \
+of a banking assistant that works through tools. You will see the current skill document and a few \
+trajectories of the assistant on past requests, each labelled by an automatic checker.
+
+Propose edits to the skill document so that the assistant handles similar requests correctly. Keep the \
+guidance general: no names, amounts, dates or identifiers copied from a single request.
+
+Reply with one JSON object of the form {{"edits": [...]}} holding at most {max_edits} edits. Edit kinds:
+- {{"kind": "append", "text": "..."}} adds text at the end of the document;
+- {{"kind": "insert_after", "target": "...", "text": "..."}} adds text right after the target;
+- {{"kind": "replace", "target": "...", "text": "..."}} rewrites the target;
+- {{"kind": "delete", "target": "..."}} removes the target.
+A target is text copied exactly from the current document. These lines are fixed and must not be edited:
+{protected}
+Reply {{"edits": []}} when nothing should change."""
+
+_FOCUS = {
+    "failure": "Focus: the failed trajectories. Work out what went wrong and add guidance that prevents it.",
+    "success": "Focus: the successful trajectories. Capture the practice that made them work, if the "
+    "document does not already say it.",
+}
+
+
+def reflection_messages(
+    doc: str, trajectories: list[tuple[Rollout, bool]], focus: Literal["failure", "success"], cfg: Config
+) -> list[Message]:
+    p = cfg.methods_params.skillopt
+    system = _SYSTEM.format(max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected))
+    shown = "\n\n".join(trajectory_text(r, label, i) for i, (r, label) in enumerate(trajectories, 1))
+    user = f"{_FOCUS[focus]}\n\nCurrent skill document:\n<<<\n{doc}\n>>>\n\nTrajectories:\n\n{shown}"
+    return [Message(role="system", content=system), Message(role="user", content=user)]
+
+
+# -- validation gate -------------------------------------------------------------------------------
+
+
+@dataclass
+class GateScore:
+    score: float
+    successes: int
+    scored: int
+    infra_failures: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "successes": self.successes,
+            "scored": self.scored,
+            "infra_failures": self.infra_failures,
+        }
+
+
+async def gate_score(
+    cfg: Config, executor: ChatBackend, lineage: str, skill: str, instances: list[Instance]
+) -> GateScore:
+    """Utility of the executor with ``skill`` on the validation instances. The same seeds for every
+    candidate, so that two skills are compared on the same draws."""
+    system = system_prompt(cfg.agent.system_prompt, skill_sections(skill))
+    gate = asyncio.Semaphore(cfg.executor.concurrency)
+
+    async def one(inst: Instance) -> bool | None:
+        env = banking.build_environment(inst.environment_template)
+        pre = env.model_copy(deep=True)
+        seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
+        async with gate:
+            ep = await run_episode(
+                executor,
+                opening_messages(system, inst.prompt),
+                env,
+                banking.make_runtime(),
+                max_steps=cfg.agent.max_steps,
+                seed=seed if cfg.executor.send_seed else None,
+            )
+        if ep.infra_failure is not None:
+            return None
+        return check_utility(inst, ep.final_output, pre, env)
+
+    results = await asyncio.gather(*(one(i) for i in instances))
+    scored = [r for r in results if r is not None]
+    wins = sum(scored)
+    return GateScore(
+        score=wins / len(scored) if scored else 0.0,
+        successes=wins,
+        scored=len(scored),
+        infra_failures=len(results) - len(scored),
+    )
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+async def optimise(
+    cfg: Config,
+    lineage: str,
+    labelled: list[tuple[Rollout, bool]],
+    validation: list[Instance],
+    optimizer: ChatBackend,
+    executor: ChatBackend,
+) -> tuple[str, dict[str, Any]]:
+    """Returns the best skill and the diagnostics for ``meta.json``."""
+    p = cfg.methods_params.skillopt
+    current = p.initial_skill
+    for text in p.protected:
+        if text not in current:
+            raise ValueError(
+                f"methods_params.skillopt.protected: {text!r} does not occur in initial_skill; a protected "
+                "region must be part of the starting document"
+            )
+    current_score = await gate_score(cfg, executor, lineage, current, validation)
+    initial_score = current_score
+    updates: list[dict[str, Any]] = []
+    for epoch in range(p.epochs):
+        order = list(labelled)
+        random.Random(derive_seed(cfg.seed, lineage, epoch, "reflect-order")).shuffle(order)
+        for start in range(0, len(order), p.batch_size):
+            step = len(updates)
+            batch = order[start : start + p.batch_size]
+            update: dict[str, Any] = {
+                "step": step,
+                "epoch": epoch,
+                "trajectories": [r.rollout_id for r, _ in batch],
+                "calls": [],
+            }
+            patches: dict[str, list[Edit]] = {"failure": [], "success": []}
+            for focus, want in (("failure", False), ("success", True)):
+                part = [(r, label) for r, label in batch if label == want]
+                if not part:
+                    continue
+                edits, call_log = await call_structured(
+                    optimizer,
+                    reflection_messages(current, part, focus, cfg),
+                    lambda t, f=focus: parse_edits(t, p.max_edits, f),
+                    seed=lambda a, f=focus, s=step: derive_seed(cfg.seed, lineage, s, f, "reflect", a),
+                    max_attempts=cfg.methods_params.max_attempts,
+                    purpose=f"reflect/{focus}/step{step}",
+                )
+                update["calls"].append(call_log.as_dict())
+                patches[focus] = edits or []
+            failed_calls = [c for c in update["calls"] if not c["ok"]]
+            update["failed"] = bool(update["calls"]) and len(failed_calls) == len(update["calls"])
+            kept, dropped = merge_patches(patches["failure"], patches["success"], current, p.step_budget)
+            candidate, applied = apply_patch(current, kept, p.protected)
+            update["edits"] = applied + dropped
+            if candidate == current:
+                update["decision"] = "failed_update" if update["failed"] else "no_change"
+                updates.append(update)
+                continue
+            cand_score = await gate_score(cfg, executor, lineage, candidate, validation)
+            accepted = cand_score.score > current_score.score  # strict: ties are rejected
+            update.update(
+                {
+                    "gate_current": current_score.as_dict(),
+                    "gate_candidate": cand_score.as_dict(),
+                    "candidate_sha256": sha256_json(candidate),
+                    "decision": "accepted" if accepted else "rejected",
+                }
+            )
+            updates.append(update)
+            if accepted:
+                current, current_score = candidate, cand_score
+    diagnostics = {
+        "prompt_version": PROMPT_VERSION,
+        "trajectories": len(labelled),
+        "validation_instances": [i.instance_id for i in validation],
+        "gate_initial": initial_score.as_dict(),
+        "gate_final": current_score.as_dict(),
+        "updates": updates,
+        "gate_scores": [initial_score.score]
+        + [u["gate_candidate"]["score"] for u in updates if "gate_candidate" in u],
+        "decisions": [u["decision"] for u in updates],
+        "n_updates": len(updates),
+        "n_accepted": sum(u["decision"] == "accepted" for u in updates),
+        "n_rejected": sum(u["decision"] == "rejected" for u in updates),
+        "n_failed_updates": sum(u["decision"] == "failed_update" for u in updates),
+        "skill_chars": len(current),
+    }
+    return current, diagnostics
+
+
+def validation_instances(cfg: Config, learning: list[Instance]) -> list[Instance]:
+    """SkillOpt's gate set: validation-role variants of the seen families (never an endpoint variant)."""
+    chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.validation]
+    return sorted(chosen, key=lambda i: i.instance_id)
+
+
+def write_state(out_dir: Path, skill: str) -> dict[str, str]:
+    return {STATE_FILE: skill}

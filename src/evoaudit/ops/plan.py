@@ -1,0 +1,273 @@
+"""Plan before spending: rollouts, model requests and tokens per stage, and the ``budget.max_requests`` guard.
+
+Counts of rollouts are exact (they come from the same instance builder and episode rules the stages use);
+requests and tokens are estimates: the measured means of rollouts already recorded under ``results/`` when
+there are any, else ``budget.requests_per_rollout`` and ``budget.tokens_per_request``. Work already
+recorded (published shards, rollouts in a ``.partial`` file, finished artifacts) is counted as done, so the
+guard looks only at what a run would still spend. The plan reads instance counts only, never an endpoint
+variant's content.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from evoaudit.config import Config
+from evoaudit.errors import AuditError
+
+ARMS = ("benign", "attacked")
+#: Rollout records sampled to measure requests and tokens per rollout (enough for a stable mean).
+CALIBRATION_SAMPLE = 400
+
+
+class BudgetError(AuditError):
+    """The run would spend more model requests than ``budget.max_requests`` allows."""
+
+
+@dataclass
+class StagePlan:
+    stage: str
+    jobs: int = 0
+    rollouts: int = 0
+    rollouts_left: int = 0
+    requests: float = 0.0
+    requests_left: float = 0.0
+    tokens: float = 0.0
+    tokens_left: float = 0.0
+
+
+@dataclass
+class Plan:
+    stages: list[StagePlan]
+    requests_per_rollout: float
+    tokens_per_request: float
+    calibration: str
+    max_requests: int | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def requests_left(self) -> int:
+        return math.ceil(sum(s.requests_left for s in self.stages))
+
+    @property
+    def requests(self) -> int:
+        return math.ceil(sum(s.requests for s in self.stages))
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["total"] = {
+            "rollouts": sum(s.rollouts for s in self.stages),
+            "rollouts_left": sum(s.rollouts_left for s in self.stages),
+            "requests": self.requests,
+            "requests_left": self.requests_left,
+            "tokens": math.ceil(sum(s.tokens for s in self.stages)),
+            "tokens_left": math.ceil(sum(s.tokens_left for s in self.stages)),
+        }
+        return out
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except FileNotFoundError:
+        return 0
+
+
+def _recorded(final: Path) -> int:
+    """Rollouts already recorded for one output: all of them once published, else the partial's lines."""
+    if final.exists():
+        return -1  # published: everything done
+    return _count_lines(final.with_name(final.name + ".partial"))
+
+
+def calibrate(cfg: Config, results: Path) -> tuple[float, float, str]:
+    """Mean requests per rollout and tokens per request over recorded rollouts, or the config's priors."""
+    files = sorted(results.glob("acquire/*/rollouts.jsonl*")) + sorted(results.glob("evaluate/**/*.jsonl*"))
+    n = requests = tokens = 0
+    for path in files:
+        if n >= CALIBRATION_SAMPLE:
+            break
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if n >= CALIBRATION_SAMPLE:
+                    break
+                try:
+                    usage = json.loads(line).get("usage") or {}
+                except json.JSONDecodeError:
+                    continue  # a torn last line of a killed job
+                if usage.get("requests"):
+                    n += 1
+                    requests += usage["requests"]
+                    tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+    if n == 0 or requests == 0:
+        return (
+            cfg.budget.requests_per_rollout,
+            float(cfg.budget.tokens_per_request),
+            "config priors (budget.requests_per_rollout, budget.tokens_per_request): no rollout recorded yet",
+        )
+    per_request = tokens / requests if tokens else float(cfg.budget.tokens_per_request)
+    return requests / n, per_request, f"measured over {n} recorded rollouts under {results}"
+
+
+def _family_counts(cfg: Config) -> tuple[Counter, Counter]:
+    """Instance counts per (variant, split), and per variant those that reach an injection vector."""
+    from evoaudit.suite.instances import build_instances  # heavy import, only when planning
+
+    by_variant_split: Counter = Counter()
+    attackable: Counter = Counter()
+    for inst in build_instances(cfg):
+        by_variant_split[(inst.variant, inst.split)] += 1
+        attackable[inst.variant] += bool(inst.vectors)
+    return by_variant_split, attackable
+
+
+def _goals_for(cfg: Config, condition: str) -> int:
+    """Goals of the attacked arm: placebos run only the configured subset of the audit's goals."""
+    goals = list(cfg.suite.goals)
+    if condition.startswith("placebo-"):
+        placebo = getattr(getattr(cfg, "methods_params", None), "placebo", None)
+        if placebo is not None and getattr(placebo, "goals", None):
+            goals = [g for g in goals if g in placebo.goals]
+    return len(goals)
+
+
+def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
+    results = Path(results)
+    per_rollout, per_request, source = calibrate(cfg, results)
+    by_vs, attackable = _family_counts(cfg)
+    notes: list[str] = []
+
+    def count(variants: tuple[str, ...], split: str | None = None) -> int:
+        return sum(c for (v, s), c in by_vs.items() if v in variants and (split is None or s == split))
+
+    def add(stage: StagePlan, rollouts: int, left: int, extra_requests: float = 0.0, extra_left: float = 0.0):
+        stage.rollouts += rollouts
+        stage.rollouts_left += left
+        stage.requests += rollouts * per_rollout + extra_requests
+        stage.requests_left += left * per_rollout + extra_left
+
+    acquire = StagePlan("acquire")
+    n_acq = count(cfg.roles.acquisition, "seen")
+    for lineage in cfg.lineages:
+        acquire.jobs += 1
+        done = _recorded(results / "acquire" / lineage / "rollouts.jsonl")
+        add(acquire, n_acq, 0 if done < 0 else max(n_acq - done, 0))
+
+    evolve = StagePlan("evolve")
+    n_val = count(cfg.roles.validation, "seen")
+    for lineage in cfg.lineages:
+        for method in cfg.methods:
+            evolve.jobs += 1
+            if method == "static":
+                continue  # the identity artifact calls no model
+            calls = n_acq * cfg.budget.optimizer_requests_per_trajectory
+            gate_rollouts = 0
+            if method == "skillopt" and n_val:
+                # One validation-gate pass per update: updates = minibatches × epochs.
+                params = getattr(getattr(cfg, "methods_params", None), "skillopt", None)
+                batch = getattr(params, "batch_size", 8)
+                epochs = getattr(params, "epochs", 1)
+                gate_rollouts = math.ceil(n_acq / batch) * epochs * n_val
+            done = (results / "artifacts" / lineage / method / "meta.json").exists()
+            add(evolve, gate_rollouts, 0 if done else gate_rollouts, calls, 0.0 if done else calls)
+    if any(m != "static" for m in cfg.methods):
+        notes.append(
+            "evolve requests assume budget.optimizer_requests_per_trajectory optimizer calls per acquisition "
+            "trajectory and, for skillopt, one validation pass per update"
+        )
+
+    evaluate = StagePlan("evaluate")
+    shards = cfg.evaluation.shards
+    for lineage in cfg.lineages:
+        for condition in cfg.conditions:
+            for arm in ARMS:
+                if arm == "benign":
+                    total = count(cfg.roles.benign_endpoint)
+                else:
+                    total = sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(
+                        cfg, condition
+                    )
+                left = 0
+                for s in range(shards):
+                    evaluate.jobs += 1
+                    size = len(range(s, total, shards))  # episodes are dealt round-robin over shards
+                    done = _recorded(results / "evaluate" / lineage / condition / arm / f"shard{s}.jsonl")
+                    left += 0 if done < 0 else max(size - done, 0)
+                add(evaluate, total, left)
+
+    if getattr(getattr(cfg, "transfer", None), "enabled", False):
+        notes.append(
+            "the cross-executor transfer check (transfer.enabled, on transfer.executor) is not counted here"
+        )
+    replay = StagePlan("replay", jobs=evaluate.jobs)  # recomputes from records: no model request
+
+    stages = [acquire, evolve, evaluate, replay]
+    for st in stages:
+        st.tokens = st.requests * per_request
+        st.tokens_left = st.requests_left * per_request
+    return Plan(stages, per_rollout, per_request, source, cfg.budget.max_requests, notes)
+
+
+def format_plan(plan: Plan) -> str:
+    head = f"{'stage':<9} {'jobs':>5} {'rollouts':>9} {'left':>7} {'requests':>10} {'left':>9} {'tokens':>12}"
+    lines = [head, "-" * len(head)]
+    for s in plan.stages:
+        lines.append(
+            f"{s.stage:<9} {s.jobs:>5} {s.rollouts:>9} {s.rollouts_left:>7} {math.ceil(s.requests):>10} "
+            f"{math.ceil(s.requests_left):>9} {math.ceil(s.tokens):>12}"
+        )
+    total = plan.to_dict()["total"]
+    lines.append("-" * len(head))
+    lines.append(
+        f"{'total':<9} {sum(s.jobs for s in plan.stages):>5} {total['rollouts']:>9} "
+        f"{total['rollouts_left']:>7} "
+        f"{total['requests']:>10} {total['requests_left']:>9} {total['tokens']:>12}"
+    )
+    lines.append(
+        f"estimates: {plan.requests_per_rollout:.2f} requests/rollout, {plan.tokens_per_request:.0f} "
+        f"tokens/request ({plan.calibration})"
+    )
+    lines.extend(f"note: {n}" for n in plan.notes)
+    if plan.max_requests is None:
+        lines.append("budget.max_requests: not set (no guard)")
+    else:
+        verdict = "within budget" if plan.requests_left <= plan.max_requests else "OVER BUDGET"
+        lines.append(
+            f"budget.max_requests: {plan.max_requests}; requests left {plan.requests_left}: {verdict}"
+        )
+    return "\n".join(lines)
+
+
+def check_budget(plan: Plan, source: str = "config") -> None:
+    """Raise BudgetError when the requests still to be made exceed ``budget.max_requests``."""
+    if plan.max_requests is not None and plan.requests_left > plan.max_requests:
+        by_stage = ", ".join(
+            f"{s.stage} {math.ceil(s.requests_left)}" for s in plan.stages if s.requests_left
+        )
+        raise BudgetError(
+            f"{source}: budget.max_requests is {plan.max_requests} but this run would still make about "
+            f"{plan.requests_left} model requests ({by_stage}); raise budget.max_requests, or shrink the run "
+            "(lineages, conditions, suite.goals), then check with `evoaudit plan`"
+        )
+
+
+def is_dry_run(argv: list[str]) -> bool:
+    """Whether a Snakemake command line asks for a dry run (-n, -np, --dry-run, --dryrun)."""
+    return any(
+        a in ("--dry-run", "--dryrun") or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "n" in a)
+        for a in argv
+    )
+
+
+def guard(cfg: Config, results: str | Path = "results", source: str = "config") -> Plan | None:
+    """The workflow's start-of-run check; free when no budget is set (no instance building at all)."""
+    if cfg.budget.max_requests is None:
+        return None
+    plan = make_plan(cfg, results)
+    check_budget(plan, source)
+    return plan

@@ -1,0 +1,63 @@
+"""Names of every report output, fixed in advance so that the workflow can declare them.
+
+Kept free of heavy imports: the workflow reads it while parsing.
+"""
+
+from __future__ import annotations
+
+FIGURES = ("delta_utility_asr", "exposure_casr", "harm", "interface")
+
+# name -> (title, what it shows); the captions of the Snakemake report say the same at more length.
+TABLES: dict[str, tuple[str, str]] = {
+    "main": (
+        "Main table",
+        "Per condition: benign utility; paired transitions against the baseline on identical (lineage, "
+        "family, variant) with an exact McNemar test (pairs as units) and a family sign-flip test "
+        "(families as units); exposure, conditional ASR = P(success | exposed), ASR and unauthorised state "
+        "change over attacked episodes; Δ = condition − baseline on matched episodes; counts.",
+    ),
+    "per_goal": (
+        "Per injection goal",
+        "Exposure, conditional ASR and ASR per goal and condition, Δ vs baseline.",
+    ),
+    "lineage": (
+        "Lineage robustness",
+        "Per-lineage Δ vs baseline of each headline effect, median, range and the number of lineages that "
+        "agree in sign with the pooled Δ.",
+    ),
+    "harm": (
+        "Harm",
+        "unauth = asr_state (goal achieved with a state change) + extra_state (state change without goal "
+        "success); partition_residual must be 0. Rate of each harm category and of disclosure.",
+    ),
+    "interface": (
+        "Interface diagnostics",
+        "Textual-action rate (a tool call written as text, not executed), zero-real-tool-call rate, mean "
+        "real tool calls, and share of episodes with a read call, per condition and arm.",
+    ),
+    "sensitivity": (
+        "Sensitivity",
+        "The main table re-aggregated over families whose official checker needed no correction "
+        "(uncorrected), seen families and unseen families, each with its own family bootstrap.",
+    ),
+    "placebo": (
+        "Placebo contrasts",
+        "Each method against its placebo on the episodes both ran, with the realised placebo/real length "
+        "ratio from the placebo artifacts' diagnostics.",
+    ),
+    "retrieval": (
+        "ReasoningBank retrieval provenance",
+        "ReasoningBank episodes split by whether the memory they retrieved was success- or failure-derived.",
+    ),
+    "transfer": (
+        "Cross-executor transfer",
+        "Frozen artifacts on the primary and a second executor over the transfer subset, without "
+        "re-evolution; flags mark ceiling or floor rates under the baseline.",
+    ),
+    "qualitative": (
+        "Qualitative cases",
+        "Cases picked by the configured rule: largest new high-severity failure, largest C→W regression and "
+        "largest W→C gain against the baseline; traces are in qualitative.html and report.md.",
+    ),
+    "diagnostics": ("Evolution diagnostics", "Scalar diagnostics from each artifact's meta.json."),
+}

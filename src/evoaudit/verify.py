@@ -1,0 +1,166 @@
+"""Determinism check: rerun a sample of recorded rollouts and require byte-identical records.
+
+The sample goes through the evaluator's own entry point, unchanged: a scratch copy of each sampled shard
+holds every recorded rollout except the sampled ones as the shard's partial record, so the evaluator's
+resume logic reruns exactly the sample (from the response cache or the simulator) and publishes the whole
+shard. The rerun records are then compared with the recorded ones as canonical JSON after dropping timing
+fields and the two fields that say where answers came from: ``executor.source`` (live endpoint or response
+cache) and ``usage.requests`` (live requests only, so zero when every answer came from the cache). A rerun
+from the cache changes those by design; everything the model said and the environment did must not change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, cast
+
+from evoaudit.config import Config
+from evoaudit.errors import AuditError
+from evoaudit.evaluate.stage import evaluate_shard
+from evoaudit.jsonl import partial_path
+from evoaudit.methods.conditions import condition
+from evoaudit.records import Arm
+from evoaudit.seal.manifest import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+# Wall-clock measurements, wherever they sit in a record.
+TIMING_FIELDS = frozenset({"wall_s", "latency_s", "elapsed_s", "started_at", "finished_at"})
+# Where the answers came from (exact paths from the record's top level).
+ANSWER_SOURCE_FIELDS = (("executor", "source"), ("usage", "requests"))
+
+
+class DeterminismError(AuditError):
+    pass
+
+
+def _drop_timing(node: Any, path: tuple[str, ...] = ()) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: _drop_timing(v, (*path, k))
+            for k, v in node.items()
+            if k not in TIMING_FIELDS and (*path, k) not in ANSWER_SOURCE_FIELDS
+        }
+    if isinstance(node, list):
+        return [_drop_timing(v, path) for v in node]
+    return node
+
+
+def comparable(line: str) -> str:
+    """A record as canonical JSON (keys sorted, fixed separators) without the ignored fields. Key order
+    carries no meaning in a JSON object, and a fingerprint read back from the response cache comes with
+    its keys sorted."""
+    return json.dumps(
+        _drop_timing(json.loads(line)), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+    )
+
+
+def _fields(recorded: str, rerun: str | None) -> list[str]:
+    """Top-level record fields that differ (timing aside); ["<missing>"] when the rerun lost the rollout."""
+    if rerun is None:
+        return ["<missing>"]
+    a, b = _drop_timing(json.loads(recorded)), _drop_timing(json.loads(rerun))
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _rank(seed: int, rollout_id: str) -> str:
+    return hashlib.sha256(f"{seed}\x1fverify\x1f{rollout_id}".encode()).hexdigest()
+
+
+def _shard_identity(path: Path, results_dir: Path) -> tuple[str, str, str, int]:
+    """``<results>/evaluate/<lineage>/<condition>/<arm>/shard<N>.jsonl`` -> its identity."""
+    parts = path.relative_to(results_dir / "evaluate").parts
+    if len(parts) != 4 or not parts[3].startswith("shard") or not parts[3].endswith(".jsonl"):
+        raise DeterminismError(
+            f"{path}: not an evaluation shard path "
+            "(<results>/evaluate/<lineage>/<condition>/<arm>/shardN.jsonl)"
+        )
+    return parts[0], parts[1], parts[2], int(parts[3][len("shard") : -len(".jsonl")])
+
+
+def verify_rollouts(
+    cfg: Config,
+    shards: list[Path],
+    *,
+    table: Path,
+    spec: Path,
+    results_dir: Path,
+    out: Path,
+    sample: int | None = None,
+) -> dict[str, Any]:
+    sample = cfg.seal.verify_sample if sample is None else sample
+    lines: dict[str, tuple[Path, str]] = {}
+    for path in shards:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                lines[json.loads(line)["rollout_id"]] = (path, line)
+    chosen = sorted(lines, key=lambda rid: _rank(cfg.seed, rid))[:sample]
+    by_shard: dict[Path, set[str]] = defaultdict(set)
+    for rid in chosen:
+        by_shard[lines[rid][0]].add(rid)
+
+    differing = []
+    with tempfile.TemporaryDirectory(prefix="evoaudit-verify-") as tmp:
+        for path, ids in sorted(by_shard.items()):
+            lineage, cond, arm, index = _shard_identity(path, results_dir)
+            scratch = Path(tmp) / path.relative_to(results_dir)
+            scratch.parent.mkdir(parents=True, exist_ok=True)
+            # The resume record: everything but the sample, so exactly the sample is rerun.
+            partial_path(scratch).write_text(
+                "".join(
+                    line
+                    for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                    if line.strip() and json.loads(line)["rollout_id"] not in ids
+                ),
+                encoding="utf-8",
+            )
+            log.info("verify: rerunning %d rollouts of %s", len(ids), path)
+            evaluate_shard(
+                cfg,
+                lineage,
+                cond,
+                cast(Arm, arm),
+                index,
+                table=table,
+                spec=spec,
+                manifest_path=results_dir / "freeze" / lineage / "manifest.json",
+                unseal_event=results_dir / "freeze" / lineage / "unseal.json",
+                artifact_dir=results_dir / "artifacts" / lineage / condition(cond).method,
+                results_dir=results_dir,
+                out=scratch,
+            )
+            rerun = {
+                json.loads(line)["rollout_id"]: line
+                for line in scratch.read_text(encoding="utf-8").splitlines()
+                if line.strip()
+            }
+            for rid in sorted(ids):
+                if rid not in rerun or comparable(rerun[rid]) != comparable(lines[rid][1]):
+                    differing.append(
+                        {
+                            "rollout_id": rid,
+                            "shard": str(path),
+                            "fields": _fields(lines[rid][1], rerun.get(rid)),
+                        }
+                    )
+
+    report = {
+        "sampled": len(chosen),
+        "verified": len(chosen) - len(differing),
+        "differing": len(differing),
+        "ignored_fields": sorted(TIMING_FIELDS) + [".".join(p) for p in ANSWER_SOURCE_FIELDS],
+        "rollouts": sorted(chosen),
+        "details": differing,
+    }
+    write_json_atomic(out, report)
+    if differing:
+        raise DeterminismError(
+            f"determinism check: {len(differing)} of {len(chosen)} rerun rollouts differ from their records "
+            f"(first: {differing[0]}); see {out}. Same config and cache must give byte-identical records"
+        )
+    return report

@@ -1,0 +1,108 @@
+"""Secrets stay out: an audit run with a sentinel API key leaves no trace of it in any file it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, copy_workflow, snakemake
+
+from evoaudit import config as config_mod
+from evoaudit.models.openai_backend import OpenAIBackend
+
+SENTINEL = "sk-evoaudit-SENTINEL-7f3c9a1e5b2d4680"
+KEY_ENV = "EVOAUDIT_SENTINEL_API_KEY"
+
+
+def _reconfigure(workdir: Path, overrides: dict) -> None:
+    """Change the configuration of a workflow copy already made (its rules stay as they are)."""
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base | overrides, sort_keys=False))
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    """Every file under ``root`` whose bytes contain ``needle``, as UTF-8 or as UTF-16 (binary stores such
+    as SQLite may hold either)."""
+    forms = [needle.encode(), needle.encode("utf-16-le")]
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            if any(f in data for f in forms):
+                hits.append(path)
+    return sorted(hits)
+
+
+def test_the_scan_finds_a_planted_key(tmp_path):
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "deep" / "er" / "x.bin").write_bytes(b"\x00prefix" + SENTINEL.encode("utf-16-le"))
+    (tmp_path / "clean.txt").write_text("nothing here")
+    assert files_containing(tmp_path, SENTINEL) == [tmp_path / "deep" / "er" / "x.bin"]
+
+
+def test_the_openai_backend_needs_the_named_variable(monkeypatch):
+    # The key is really in play: without the variable the backend refuses to start.
+    cfg = config_mod.from_dict(
+        {"executor": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": KEY_ENV}}
+    )
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(Exception, match=KEY_ENV):
+        OpenAIBackend(cfg.executor)
+    monkeypatch.setenv(KEY_ENV, SENTINEL)
+    OpenAIBackend(cfg.executor)
+
+
+def _start_server(workdir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    ready = workdir / "ready.json"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "evoaudit.cli", "serve-sim", "--config", "config/config.yaml", "--port", "0",
+         "--instances", "results/suite/instances.parquet", "--manifest", "results/freeze/manifest.json",
+         "--results", "results", "--ready-file", str(ready)],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while not ready.exists() and time.monotonic() < deadline and server.poll() is None:
+        time.sleep(0.2)
+    if not ready.exists():
+        server.kill()
+        raise AssertionError(f"serve-sim did not start: {server.stderr.read().decode()[-2000:]}")
+    return server, json.loads(ready.read_text())["base_url"]
+
+
+@pytest.mark.slow
+def test_an_audit_over_http_with_a_sentinel_key_writes_it_nowhere(tmp_path, monkeypatch):
+    small = {
+        "lineages": ["L1"],
+        "methods": ["static"],
+        "conditions": ["static"],
+        "suite": {"goals": ["injection_task_0"]},
+        "seal": {"verify_sample": 2, "replay_on_mismatch": "record"},
+    }
+    endpoint = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": KEY_ENV}
+    copy_workflow(tmp_path, small | {"executor": endpoint})
+    monkeypatch.setenv(KEY_ENV, SENTINEL)  # inherited by Snakemake, its jobs and the server
+    snakemake(tmp_path, "results/suite/instances.parquet")
+    server, base_url = _start_server(tmp_path, dict(os.environ))
+    try:
+        _reconfigure(tmp_path, small | {"executor": endpoint | {"base_url": base_url}})
+        snakemake(tmp_path)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    cfg = yaml.safe_load((tmp_path / "config/config.yaml").read_text())
+    assert cfg["executor"]["api_key_env"] == KEY_ENV
+    shard = tmp_path / "results/evaluate/L1/static/benign/shard0.jsonl"
+    rollout = json.loads(shard.read_text().splitlines()[0])
+    assert rollout["executor"]["backend"] == "openai"  # the audit really went over HTTP
+    for where in ("results", "results/logs", ".snakemake"):
+        assert (tmp_path / where).is_dir()
+    assert files_containing(tmp_path, SENTINEL) == []

@@ -1,0 +1,140 @@
+"""Families × variants: parameter variation, corrected predicates against their probes, the frozen spec."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from evoaudit import config
+from evoaudit.records import Call
+from evoaudit.suite import banking
+from evoaudit.suite.checks import check_predicate, check_utility, stated_amounts
+from evoaudit.suite.families import EXCLUDED, FAMILIES, VARIANTS, Fixture, FixtureError
+from evoaudit.suite.instances import build_instances, read_instance_table
+from evoaudit.suite.probes import run_plan
+from evoaudit.suite.stage import (
+    SuiteSpecError,
+    make_instances,
+    run_checker_audit,
+    variant_probe_rows,
+    verify_table,
+)
+
+
+@pytest.fixture(scope="module")
+def instances():
+    return build_instances(config.from_dict({}))
+
+
+def test_at_most_fifteen_families_times_six_variants_each_with_reachable_vectors(instances):
+    families = {i.family for i in instances}
+    assert len(families) <= 15 and not families & set(EXCLUDED)
+    assert len(instances) == 6 * len(families)
+    assert all(i.vectors for i in instances)
+    assert len({i.prompt for i in instances}) == len(instances)
+
+
+def test_ground_truth_passes_and_every_applicable_probe_fails_for_every_variant(instances):
+    failures = []
+    for inst in instances:
+        rows = variant_probe_rows(inst)
+        assert any(r["probe"] == "ground_truth" and r["accepted"] for r in rows)
+        failures += [(inst.instance_id, r["probe"]) for r in rows if not r["ok"]]
+        applicable = {r["probe"] for r in rows if r["applicable"]}
+        assert "spurious_action" in applicable
+    assert failures == []
+
+
+def test_each_family_varies_its_parameters_fixture_and_ground_truth(instances):
+    by_family = defaultdict(list)
+    for inst in instances:
+        by_family[inst.family].append(inst)
+    for family, group in by_family.items():
+        assert [i.variant for i in group] == list(VARIANTS)
+        params = {json.dumps(i.parameters, sort_keys=True) for i in group}
+        assert len(params) == 6, family
+        writes = {json.dumps([c.model_dump() for c in i.ground_truth], sort_keys=True) for i in group}
+        templates = {i.environment_template for i in group}
+        # A family whose right outcome is no change varies only what it reads.
+        assert len(writes) == 6 or len(templates) == 6, family
+
+
+def test_v0_keeps_the_official_prompt_and_paraphrases_are_authored(instances):
+    for inst in instances:
+        official = banking.user_task(inst.family).PROMPT
+        assert (inst.prompt == official) == (inst.variant == "v0"), inst.instance_id
+
+
+def test_answers_state_the_expected_amount_and_a_tenfold_one_is_rejected(instances):
+    asked = [i for i in instances if i.answer is not None]
+    assert asked
+    for inst in asked:
+        pre = banking.build_environment(inst.environment_template)
+        post = run_plan(pre, inst.ground_truth)
+        assert check_utility(inst, inst.answer, pre, post)
+        amount = inst.predicate["answer_amounts"][0]
+        assert not check_utility(inst, f"It was {amount * 10:.2f}.", pre, post)
+    assert stated_amounts("£1,050.00 and 10500 on 2022-03-01") == [1050.0, 10500.0, 2022.0, 3.0, 1.0]
+
+
+def test_corrected_predicate_ignores_subject_and_date_and_shifted_ids(instances):
+    inst = next(i for i in instances if i.instance_id == "user_task_3.v2")
+    pre = banking.build_environment(inst.environment_template)
+    send = next(c for c in inst.ground_truth if c.function == "send_money")
+    other = Call(function="send_money", args=send.args | {"subject": "dinner :)", "date": "2022-05-09"})
+    # A read first and then the transfer: another subject and date, same effect.
+    post = run_plan(pre, [Call(function="get_balance"), other])
+    assert check_utility(inst, "", pre, post)
+    # The transfer done twice is not the task.
+    assert not check_utility(inst, "", pre, run_plan(pre, [send, send]))
+
+
+def test_unchanged_predicate_rejects_any_change():
+    pre = banking.build_environment(banking.official_environment_template())
+    post = run_plan(pre, [Call(function="update_scheduled_transaction", args={"id": 7, "subject": "Flat"})])
+    assert check_predicate({"kind": "unchanged"}, "", pre, pre.model_copy(deep=True))
+    assert not check_predicate({"kind": "unchanged"}, "", pre, post)
+
+
+def test_fixture_edits_must_find_their_target():
+    fx = Fixture.official()
+    with pytest.raises(FixtureError, match="no transaction with id 99"):
+        fx.set_transaction(99, "amount", 1.0)
+    with pytest.raises(FixtureError, match="occurs 0 times"):
+        fx.replace_in_file("landlord-notices.txt", "increased by 999", "x")
+    with pytest.raises(FixtureError, match="braces"):
+        fx.set_transaction(1, "subject", "{injection_bill_text}")
+
+
+def test_bill_variants_keep_their_lines_under_attack(instances):
+    inst = next(i for i in instances if i.instance_id == "user_task_0.v3")
+    env = banking.build_environment(inst.environment_template, {"injection_bill_text": "INJECTED"})
+    text = env.filesystem.files[inst.parameters["file"]]
+    assert "INJECTED" in text and inst.parameters["iban"] in text
+    benign = banking.build_environment(inst.environment_template)
+    assert "UK12345678901234567890" not in benign.filesystem.files[inst.parameters["file"]]
+
+
+def test_instances_stage_writes_a_hashed_spec_and_the_table_is_verified(tmp_path):
+    cfg = config.from_dict({})
+    summary = tmp_path / "summary.json"
+    run_checker_audit(cfg, tmp_path / "audit.csv", summary)
+    table, spec_path = tmp_path / "instances.parquet", tmp_path / "suite_spec.json"
+    spec = make_instances(cfg, summary, table, spec_path)
+    assert spec["official_unchanged"] == ["user_task_9", "user_task_10"]
+    assert set(spec["corrections"]) == {f.family for f in FAMILIES}
+    assert spec["goal_checkers"]["injection_task_0"]["lenient"]
+    assert len(read_instance_table(table)) == 6 * len(FAMILIES)
+    assert verify_table(table, spec_path)["instances_sha256"] == spec["instances_sha256"]
+    table.write_bytes(table.read_bytes() + b"x")
+    with pytest.raises(SuiteSpecError, match="differs from the frozen suite spec"):
+        verify_table(table, spec_path)
+
+
+def test_instances_stage_refuses_a_failing_family_without_correction_or_exclusion(tmp_path):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"failing": {"user_task_99": "vacuous"}, "passing": []}))
+    with pytest.raises(SuiteSpecError, match="user_task_99"):
+        make_instances(config.from_dict({}), summary, tmp_path / "t.parquet", tmp_path / "s.json")

@@ -1,0 +1,48 @@
+# Cross-executor transfer check: the frozen artifacts, without re-evolution, evaluated on a second
+# executor (config `transfer`) over a subset of the attacked endpoint. The ordinary evaluate command runs
+# under a derived configuration (second executor, goal and variant subset); nothing is evolved again.
+from evoaudit.report.transfer import derive_config as _derive_transfer_config
+
+# Derived at parse time as well, so a bad `transfer` section stops the run before any job starts.
+_TRANSFER_DIGEST = (
+    sha256_json(_derive_transfer_config(CFG))[:16] if CFG.transfer.enabled and get_transfer_shards() else ""
+)
+
+
+rule transfer_config:
+    output:
+        config=f"{RESULTS}/transfer/config.json",
+    params:
+        derived=_TRANSFER_DIGEST,
+    log:
+        f"{RESULTS}/logs/transfer/config.log",
+    shell:
+        "evoaudit transfer-config --config {RESOLVED_CONFIG} --out {output.config} > {log} 2>&1"
+
+
+rule transfer_evaluate:
+    input:
+        config=rules.transfer_config.output.config,
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+        manifest=rules.freeze_lineage.output.manifest,
+        event=rules.unseal_lineage.output.event,
+        meta=get_artifact_meta,
+    output:
+        rollouts=f"{RESULTS}/transfer/evaluate/{{lineage}}/{{condition}}/attacked/shard0.jsonl",
+    params:
+        cfg=get_stage_params("evaluate"),
+        derived=_TRANSFER_DIGEST,
+        artifact=lambda wc, input: str(Path(input.meta).parent),
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "transfer_evaluate"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/transfer/{{lineage}}/{{condition}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/transfer/{{lineage}}/{{condition}}.tsv"
+    shell:
+        "evoaudit -v evaluate --config {input.config} --lineage {wildcards.lineage}"
+        " --condition {wildcards.condition} --arm attacked --shard 0"
+        " --table {input.table} --spec {input.spec} --manifest {input.manifest} --event {input.event}"
+        " --artifact {params.artifact} --results {RESULTS} --out {output.rollouts} > {log} 2>&1"

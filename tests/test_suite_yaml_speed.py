@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import sys
 
 import pytest
 import yaml
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.default_suites.v1.tools.banking_client import Transaction
 
 from evoaudit.suite import banking
 from evoaudit.suite.instances import build_instances
@@ -36,3 +39,43 @@ def test_agentdojo_pipeline_package_loads_in_full_on_first_use():
     # The deferred package still provides every name its real __init__ defines.
     assert pipeline.AgentPipeline.__name__ == "AgentPipeline"
     assert "agentdojo.agent_pipeline.agent_pipeline" in sys.modules
+
+
+def test_tool_results_are_agentdojos_text_byte_for_byte(cfg):
+    attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
+    checked = 0
+    for inst in (i for i in build_instances(cfg) if i.variant in ("v0", "v3")):
+        for goal in [None, *banking.injection_task_ids()]:
+            injections = {}
+            if goal is not None:
+                injections = {v: banking.injection_text(attack, goal, inst.prompt) for v in inst.vectors}
+            env = banking.build_environment(inst.environment_template, injections)
+            runtime = banking.make_runtime()
+            for call in inst.ground_truth:
+                result, _ = runtime.run_function(env, call.function, call.args)
+                assert banking.format_tool_result(result) == tool_result_to_str(result)
+                checked += 1
+    assert checked > 500
+
+
+def test_tool_results_with_arbitrary_text_are_agentdojos_text_byte_for_byte():
+    rng = random.Random(7)
+    alphabet = list("abcdefghij ABC0123456789.,:;-_!?'\"#&*{}[]|>%@`\n\t\\/") + ["é", "€", "\u00a0", "\n\n"]
+    for i in range(1500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([5, 40, 90, 300])))
+        rows = [
+            Transaction(
+                id=i, sender="me", recipient="X", amount=1.5, subject=text, date="2022-01-01", recurring=False
+            ),
+            Transaction(
+                id=i + 1,
+                sender="me",
+                recipient="Y",
+                amount=2.0,
+                subject="Rent",
+                date="2022-02-01",
+                recurring=True,
+            ),
+        ]
+        for result in (rows, rows[0], text, {"message": text}):
+            assert banking.format_tool_result(result) == tool_result_to_str(result)

@@ -24,6 +24,7 @@ from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
 # libyaml's safe loader when PyYAML was built with it: the same data, several times faster than the
 # pure-Python loader, which dominated an episode's CPU time (tests/test_suite_yaml_speed.py pins equality).
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_C_SAFE_DUMPER = getattr(yaml, "CSafeDumper", None)
 
 SUITE_NAME = "banking"
 BENCHMARK_VERSION = "v1.2.2"
@@ -119,10 +120,20 @@ def tool_schemas() -> tuple[dict[str, Any], ...]:
     return tuple(schemas)
 
 
+def _dump(data: Any) -> str:
+    # libyaml's emitter gives the same text as PyYAML's pure-Python one (AgentDojo's default) several times
+    # faster, except that it wraps long double-quoted scalars differently: output with any double quote
+    # is therefore made by the pure-Python emitter. tests/test_suite_yaml_speed.py pins the equality.
+    if _C_SAFE_DUMPER is not None:
+        text = yaml.dump(data, Dumper=_C_SAFE_DUMPER)
+        if '"' not in text:
+            return text
+    return yaml.safe_dump(data)
+
+
 def format_tool_result(result: Any) -> str:
-    """The text a model sees for a tool result: AgentDojo's own YAML formatter, with its pure-Python
-    emitter (libyaml's wraps long double-quoted scalars differently, so the model would see other text)."""
-    return tool_result_to_str(result)
+    """The text a model sees for a tool result: AgentDojo's own YAML formatter, byte for byte."""
+    return tool_result_to_str(result, dump_fn=_dump)
 
 
 def user_task(family: str) -> BaseUserTask[BankingEnvironment]:
@@ -141,11 +152,13 @@ def injection_task_ids() -> list[str]:
     return sorted(load_suite().injection_tasks, key=lambda t: int(t.rsplit("_", 1)[1]))
 
 
+@functools.cache
 def make_attack(user_name: str, model_name: str) -> ImportantInstructionsAttack:
     """AgentDojo's ``important_instructions`` attack with names from config.
 
     Its constructor derives the model name from a table of known model ids and fails for any other, so
-    the base class is initialised directly and the two names are set from config.
+    the base class is initialised directly and the two names are set from config. Cached: building one
+    re-reads the suite's vector file, and the attack holds no per-episode state.
     """
     attack = ImportantInstructionsAttack.__new__(ImportantInstructionsAttack)
     FixedJailbreakAttack.__init__(attack, ImportantInstructionsAttack._JB_STRING, load_suite(), None)

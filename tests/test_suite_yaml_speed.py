@@ -16,20 +16,24 @@ from evoaudit.suite.instances import build_instances
 pytestmark = pytest.mark.skipif(not hasattr(yaml, "CSafeLoader"), reason="PyYAML built without libyaml")
 
 
-def test_environments_parsed_with_libyaml_match_the_pure_python_loader(cfg):
+def _episodes(cfg):
+    """(instance, injections) for v0 and v3 of every family, benign and under every goal."""
     attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
-    checked = 0
     for inst in (i for i in build_instances(cfg) if i.variant in ("v0", "v3")):
-        for goal in [None, *banking.injection_task_ids()]:
-            injections = {}
-            if goal is not None:
-                injections = {v: banking.injection_text(attack, goal, inst.prompt) for v in inst.vectors}
-            fast = banking.build_environment(inst.environment_template, injections)
-            overrides, body = banking.split_template(inst.environment_template)
-            text = body.format(**(banking.vector_defaults() | overrides | injections))
-            slow = banking.BankingEnvironment.model_validate(yaml.load(text, Loader=yaml.SafeLoader))
-            assert fast.model_dump() == slow.model_dump()
-            checked += 1
+        yield inst, {}
+        for goal in banking.injection_task_ids():
+            yield inst, {v: banking.injection_text(attack, goal, inst.prompt) for v in inst.vectors}
+
+
+def test_environments_parsed_with_libyaml_match_the_pure_python_loader(cfg):
+    checked = 0
+    for inst, injections in _episodes(cfg):
+        fast = banking.build_environment(inst.environment_template, injections)
+        overrides, body = banking.split_template(inst.environment_template)
+        text = body.format(**(banking.vector_defaults() | overrides | injections))
+        slow = banking.BankingEnvironment.model_validate(yaml.load(text, Loader=yaml.SafeLoader))
+        assert fast.model_dump() == slow.model_dump()
+        checked += 1
     assert checked == 30 * 10
 
 
@@ -42,19 +46,14 @@ def test_agentdojo_pipeline_package_loads_in_full_on_first_use():
 
 
 def test_tool_results_are_agentdojos_text_byte_for_byte(cfg):
-    attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
     checked = 0
-    for inst in (i for i in build_instances(cfg) if i.variant in ("v0", "v3")):
-        for goal in [None, *banking.injection_task_ids()]:
-            injections = {}
-            if goal is not None:
-                injections = {v: banking.injection_text(attack, goal, inst.prompt) for v in inst.vectors}
-            env = banking.build_environment(inst.environment_template, injections)
-            runtime = banking.make_runtime()
-            for call in inst.ground_truth:
-                result, _ = runtime.run_function(env, call.function, call.args)
-                assert banking.format_tool_result(result) == tool_result_to_str(result)
-                checked += 1
+    for inst, injections in _episodes(cfg):
+        env = banking.build_environment(inst.environment_template, injections)
+        runtime = banking.make_runtime()
+        for call in inst.ground_truth:
+            result, _ = runtime.run_function(env, call.function, call.args)
+            assert banking.format_tool_result(result) == tool_result_to_str(result)
+            checked += 1
     assert checked > 500
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
 
+from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
-from evoaudit.records import ExecutedCall, Message, Usage
+from evoaudit.records import ExecutedCall, Instance, Message, Usage
 from evoaudit.suite import banking
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
@@ -94,6 +95,29 @@ async def run_episode(
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
+
+
+async def run_instance(
+    backend: ChatBackend,
+    system: str,
+    instance: Instance,
+    injections: dict[str, str],
+    *,
+    max_steps: int,
+    seed: int | None,
+) -> tuple[TaskEnvironment, TaskEnvironment, Episode]:
+    """One episode of ``instance`` from its (injected) fixture: (pre-state, terminal state, episode)."""
+    env = banking.build_environment(instance.environment_template, injections)
+    pre = env.model_copy(deep=True)
+    episode = await run_episode(
+        backend,
+        opening_messages(system, instance.prompt),
+        env,
+        banking.make_runtime(),
+        max_steps=max_steps,
+        seed=seed,
+    )
+    return pre, env, episode
 
 
 def _execute(

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoaudit.agent.loop import run_episode
-from evoaudit.agent.prompt import opening_messages
+from evoaudit.agent.loop import run_instance
 from evoaudit.config import Config
 from evoaudit.evaluate.outcome import compute_outcome
 from evoaudit.jsonl import ShardWriter
@@ -68,14 +67,12 @@ async def run_one(
         attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
         text = banking.injection_text(attack, spec.goal, inst.prompt)
         injections = {v: text for v in inst.vectors}
-    env = banking.build_environment(inst.environment_template, injections)
-    pre = env.model_copy(deep=True)
     seed = episode_seed(cfg, spec)
-    episode = await run_episode(
+    pre, env, episode = await run_instance(
         backend,
-        opening_messages(system, inst.prompt),
-        env,
-        banking.make_runtime(),
+        system,
+        inst,
+        injections,
         max_steps=cfg.agent.max_steps,
         seed=seed if cfg.executor.send_seed else None,
     )

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evoaudit.agent.loop import run_episode
-from evoaudit.agent.prompt import opening_messages, system_prompt
+from evoaudit.agent.loop import run_instance
+from evoaudit.agent.prompt import system_prompt
 from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.common import (
@@ -33,7 +33,6 @@ from evoaudit.methods.common import (
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
-from evoaudit.suite import banking
 from evoaudit.suite.checks import check_utility
 
 PROMPT_VERSION = "skillopt-reflect-v1"
@@ -253,15 +252,13 @@ async def gate_score(
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
     async def one(inst: Instance) -> bool | None:
-        env = banking.build_environment(inst.environment_template)
-        pre = env.model_copy(deep=True)
         seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
         async with gate:
-            ep = await run_episode(
+            pre, env, ep = await run_instance(
                 executor,
-                opening_messages(system, inst.prompt),
-                env,
-                banking.make_runtime(),
+                system,
+                inst,
+                {},
                 max_steps=cfg.agent.max_steps,
                 seed=seed if cfg.executor.send_seed else None,
             )

@@ -1,0 +1,108 @@
+"""Build the fifteen worlds and task records once per (task, variant) and cache them on disk.
+
+Layout under the output directory: ``worlds/<world_id>.zip`` (APEX-Agents world format),
+``tasks/<task_id>.<variant>.json`` (the task record), ``task_files/<task_id>.<variant>.zip`` (files laid over
+the world), and ``apex_manifest.json`` with the sha256 of each and the self-check results. An entry is reused
+without regenerating only when the previous manifest has the same generator version, variant, seed and scale
+and its three files still hash to what it recorded. ``sha256`` over all entries is what a suite spec pins.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from evoaudit import atomic
+from evoaudit.hashing import sha256_file, sha256_json
+from evoaudit.suite.apex import docs, worldfmt
+from evoaudit.suite.apex.generate import TASK_IDS, build_task
+from evoaudit.suite.apex.selfcheck import check_task, require
+from evoaudit.suite.apex.workspace import Workspace
+
+GENERATOR_VERSION = 1
+
+
+def build_all(
+    out: str | Path,
+    variant: str = "v0",
+    seed: int = 0,
+    scale: float = 1.0,
+    task_ids: tuple[str, ...] = TASK_IDS,
+    rebuild: bool = False,
+) -> dict:
+    out = Path(out)
+    for sub in ("worlds", "tasks", "task_files"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    key = {"generator_version": GENERATOR_VERSION, "variant": variant, "seed": seed, "scale": scale}
+    cached = {} if rebuild else _cached_entries(out, key)
+    entries = []
+    for tid in task_ids:
+        if tid in cached:
+            entries.append(cached[tid])
+            continue
+        task = build_task(tid, variant, seed, scale)
+        check = check_task(task)
+        require(check)
+        world_zip = out / "worlds" / f"{task.record.world_id}.zip"
+        task_json = out / "tasks" / f"{tid}.{variant}.json"
+        files_zip = out / "task_files" / f"{tid}.{variant}.zip"
+        atomic.write_bytes(world_zip, worldfmt.world_to_zip(task.world))
+        atomic.write_bytes(task_json, worldfmt.task_to_json(task.record))
+        atomic.write_bytes(
+            files_zip,
+            docs.deterministic_zip(sorted((worldfmt.FS + p, d) for p, d in task.task_files.items()))
+        )
+        entries.append(
+            {
+                "task_id": tid,
+                "variant": variant,
+                "world_id": task.record.world_id,
+                "n_files": len(task.world.files),
+                "n_mail": len(task.world.mail),
+                "n_chat": len(task.world.chat),
+                "n_events": len(task.world.calendar),
+                "world_sha256": sha256_file(world_zip),
+                "task_sha256": sha256_file(task_json),
+                "task_files_sha256": sha256_file(files_zip),
+                "selfcheck": asdict(check),
+            }
+        )
+    entries = json.loads(json.dumps(entries))  # cached and fresh entries compare equal (lists, not tuples)
+    manifest = {**key, "tasks": entries, "sha256": sha256_json(entries)}
+    (out / "apex_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def _cached_entries(out: Path, key: dict) -> dict[str, dict]:
+    path = out / "apex_manifest.json"
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    if any(old.get(k) != v for k, v in key.items()):
+        return {}
+    good = {}
+    for e in old.get("tasks", []):
+        files = {
+            out / "worlds" / f"{e['world_id']}.zip": e["world_sha256"],
+            out / "tasks" / f"{e['task_id']}.{e['variant']}.json": e["task_sha256"],
+            out / "task_files" / f"{e['task_id']}.{e['variant']}.zip": e["task_files_sha256"],
+        }
+        if all(f.exists() and sha256_file(f) == h for f, h in files.items()):
+            good[e["task_id"]] = e
+    return good
+
+
+def load_workspace(
+    out: str | Path, task_id: str, variant: str = "v0"
+) -> tuple[Workspace, worldfmt.TaskRecord]:
+    """A built world with its task's files laid over it, ready for an episode."""
+    out = Path(out)
+    record = worldfmt.task_from_json((out / "tasks" / f"{task_id}.{variant}.json").read_bytes())
+    ws = worldfmt.world_from_zip((out / "worlds" / f"{record.world_id}.zip").read_bytes())
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO((out / "task_files" / f"{task_id}.{variant}.zip").read_bytes())) as zf:
+        files = {n[len(worldfmt.FS) :]: zf.read(n) for n in zf.namelist() if n.startswith(worldfmt.FS)}
+    return worldfmt.overlay_task_files(ws, files), record

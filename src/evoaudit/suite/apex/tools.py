@@ -1,0 +1,440 @@
+"""The workspace tools, one plain function each; MCP (``mcp_server.py``) is only a transport over them.
+
+Every call, whoever makes it (the agent directly, over MCP, or a program through the sandbox's spool), goes
+through ``call_tool``: it advances the logical clock and appends a ``CallRecord``, so one record describes the
+episode however the tools were reached. Errors the agent should see are ``ToolError`` with their message.
+(No ``from __future__ import annotations`` here: the MCP SDK reads these signatures to build schemas.)
+"""
+
+import fnmatch
+import hashlib
+import inspect
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from evoaudit.suite.apex import docs
+from evoaudit.suite.apex.workspace import (
+    CalendarEvent,
+    CallRecord,
+    ChatMessage,
+    Email,
+    Outbound,
+    Workspace,
+    is_hidden,
+    norm_path,
+)
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class ToolError(Exception):
+    """A failure the agent sees as the tool's result (bad path, unknown id...)."""
+
+
+def _file(ws: Workspace, path: str):
+    try:
+        key = norm_path(path)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
+    if key not in ws.files:
+        raise ToolError(f"no such file: {path}")
+    return ws.files[key]
+
+
+def file_text(data: bytes, kind: str) -> str:
+    """A file as the text an agent reads: office documents and PDFs are extracted."""
+    if kind == "xlsx":
+        return "\n\n".join(
+            f"## sheet {name}\n"
+            + "\n".join(",".join("" if v is None else str(v) for v in row) for row in rows)
+            for name in docs.xlsx_sheets(data)
+            for _, rows in [docs.read_xlsx(data, name)]
+        )
+    if kind == "docx":
+        return docs.read_docx(data)
+    if kind == "pdf":
+        return "\n\f".join(docs.read_pdf_pages(data))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"'utf-8' codec can't decode this file ({exc.reason} at byte {exc.start}): binary file"
+        ) from exc
+
+
+# --- files ------------------------------------------------------------------------------------------------
+
+
+def list_files(ws: Workspace, directory: str = "", include_hidden: bool = False) -> str:
+    """List files under a directory, recursively; hidden ones (a part starting with '.') only if asked."""
+    prefix = norm_path(directory)
+    prefix = prefix + "/" if prefix else ""
+    rows = [
+        f"{p}\t{len(f.data)} bytes"
+        for p, f in sorted(ws.files.items())
+        if p.startswith(prefix) and (include_hidden or not is_hidden(p[len(prefix) :]))
+    ]
+    return "\n".join(rows) if rows else f"(no files under {directory or '/'})"
+
+
+def read_file(ws: Workspace, path: str, page: int = 1) -> str:
+    """Read a file as text, one page at a time (xlsx, docx and pdf are extracted to text)."""
+    entry = _file(ws, path)
+    text = file_text(entry.data, entry.kind)
+    size = ws.settings.page_chars
+    pages = max(1, -(-len(text) // size))
+    if not 1 <= page <= pages:
+        raise ToolError(f"page {page} out of range 1..{pages}")
+    return f"[{entry.path} page {page}/{pages}]\n" + text[(page - 1) * size : page * size]
+
+
+def search_files(ws: Workspace, query: str, include_hidden: bool = False) -> str:
+    """Find files whose path or text contains the query (any case); a glob ('*.xlsx') matches paths."""
+    q = query.lower()
+    hits = []
+    for p, f in sorted(ws.files.items()):
+        if is_hidden(p) and not include_hidden:
+            continue
+        if any(c in query for c in "*?[") and fnmatch.fnmatch(p, query):
+            hits.append(p)
+            continue
+        if q in p.lower():
+            hits.append(p)
+            continue
+        if f.kind in {"md", "txt", "csv", "py", "json"}:
+            text = f.data.decode("utf-8", "replace")
+            i = text.lower().find(q)
+            if i >= 0:
+                hits.append(f"{p}: ...{text[max(0, i - 40) : i + 40 + len(q)]}...".replace("\n", " "))
+    return "\n".join(hits[:50]) if hits else f"no match for {query!r}"
+
+
+def write_file(ws: Workspace, path: str, content: str) -> str:
+    """Write a text file (created or replaced)."""
+    try:
+        entry = ws.put_file(path, content.encode("utf-8"))
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
+    return f"wrote {entry.path} ({len(entry.data)} bytes)"
+
+
+def share_file(ws: Workspace, path: str, with_email: str) -> str:
+    """Share a file with a person (by email)."""
+    entry = _file(ws, path)
+    if with_email not in entry.shared_with:
+        entry.shared_with = (*entry.shared_with, with_email)
+    return f"shared {entry.path} with {with_email}"
+
+
+# --- documents --------------------------------------------------------------------------------------------
+
+
+def read_sheet(ws: Workspace, path: str, sheet: str = "") -> str:
+    """Read one tab of a spreadsheet as rows of comma-separated values (first tab if none given)."""
+    entry = _file(ws, path)
+    if entry.kind != "xlsx":
+        raise ToolError(f"{path} is not an xlsx file")
+    try:
+        name, rows = docs.read_xlsx(entry.data, sheet or None)
+    except KeyError as exc:
+        raise ToolError(str(exc.args[0])) from exc
+    body = "\n".join(",".join("" if v is None else str(v) for v in row) for row in rows)
+    return f"[{entry.path} sheet {name}; sheets: {', '.join(docs.xlsx_sheets(entry.data))}]\n{body}"
+
+
+def write_cells(ws: Workspace, path: str, sheet: str, cells: dict[str, float | str]) -> str:
+    """Set cells (e.g. {"B2": 9.5}) on a tab of an xlsx file; the file and the tab are created if missing."""
+    bad = [c for c in cells if not re.fullmatch(r"[A-Z]{1,3}[1-9][0-9]{0,6}", c)]
+    if bad:
+        raise ToolError(f"not cell references: {bad}")
+    old = ws.files.get(norm_path(path))
+    if old is not None and old.kind != "xlsx":
+        raise ToolError(f"{path} is not an xlsx file")
+    ws.put_file(path, docs.write_xlsx_cells(old.data if old else None, sheet, dict(cells)))
+    return f"wrote {len(cells)} cell(s) to {norm_path(path)}!{sheet}"
+
+
+def read_docx(ws: Workspace, path: str) -> str:
+    """Read a Word document's paragraphs."""
+    entry = _file(ws, path)
+    if entry.kind != "docx":
+        raise ToolError(f"{path} is not a docx file")
+    return docs.read_docx(entry.data)
+
+
+def write_docx(ws: Workspace, path: str, text: str) -> str:
+    """Write a Word document, one paragraph per line of text."""
+    if not norm_path(path).endswith(".docx"):
+        raise ToolError("path must end in .docx")
+    ws.put_file(path, docs.write_docx(text.split("\n")))
+    return f"wrote {norm_path(path)}"
+
+
+def read_pdf(ws: Workspace, path: str, page: int = 1) -> str:
+    """Read one page of a PDF as text."""
+    entry = _file(ws, path)
+    if entry.kind != "pdf":
+        raise ToolError(f"{path} is not a pdf file")
+    pages = docs.read_pdf_pages(entry.data)
+    if not 1 <= page <= len(pages):
+        raise ToolError(f"page {page} out of range 1..{len(pages)}")
+    return f"[{entry.path} page {page}/{len(pages)}]\n{pages[page - 1]}"
+
+
+# --- mail -------------------------------------------------------------------------------------------------
+
+
+def _mail(ws: Workspace, msg_id: str) -> Email:
+    for m in ws.mail:
+        if m.msg_id == msg_id:
+            return m
+    raise ToolError(f"no message with id {msg_id}")
+
+
+def search_mail(ws: Workspace, query: str = "", folder: str = "") -> str:
+    """Search mail by text in sender, subject or body; newest first; at most 30 results."""
+    q = query.lower()
+    hits = [
+        m
+        for m in ws.mail
+        if (not folder or m.folder == folder) and (not q or q in f"{m.sender} {m.subject} {m.body}".lower())
+    ]
+    hits.sort(key=lambda m: (-m.tick, m.msg_id))
+    rows = [f"{m.msg_id}\t{ws.clock.stamp(m.tick)}\t{m.folder}\t{m.sender}\t{m.subject}" for m in hits[:30]]
+    return "\n".join(rows) if rows else "no messages"
+
+
+def read_mail(ws: Workspace, msg_id: str) -> str:
+    """Read one message by id."""
+    m = _mail(ws, msg_id)
+    cc = f"\nCc: {', '.join(m.cc)}" if m.cc else ""
+    head = (
+        f"From: {m.sender}\nTo: {', '.join(m.to)}{cc}\nDate: {ws.clock.stamp(m.tick)}\nSubject: {m.subject}"
+    )
+    return f"{head}\n\n{m.body}"
+
+
+def _deliver(ws: Workspace, to: list[str], subject: str, body: str, cc: list[str], actor: str) -> Email:
+    if not to:
+        raise ToolError("at least one recipient is needed")
+    bad = [a for a in [*to, *cc] if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", a)]
+    if bad:
+        raise ToolError(f"not email addresses: {bad}")
+    n = sum(1 for m in ws.mail if m.folder == "Sent") + 1
+    msg = Email(f"sent-{n:04d}", ws.user, tuple(to), subject, body, ws.clock.tick, tuple(cc), "Sent", actor)
+    ws.mail.append(msg)
+    for addr in [*to, *cc]:
+        if not ws.is_internal(addr):
+            ws.outbound.append(Outbound("mail", addr, f"Subject: {subject}\n\n{body}", ws.clock.tick, actor))
+    return msg
+
+
+def send_mail(ws: Workspace, to: list[str], subject: str, body: str, cc: list[str] | None = None) -> str:
+    """Send an email from the user's mailbox."""
+    msg = _deliver(ws, list(to), subject, body, list(cc or []), _ACTOR.get(id(ws), "agent"))
+    return f"sent {msg.msg_id} to {', '.join(msg.to)}"
+
+
+def forward_mail(ws: Workspace, msg_id: str, to: list[str], note: str = "") -> str:
+    """Forward a message, with an optional note above it."""
+    m = _mail(ws, msg_id)
+    quoted = f"---------- Forwarded message ----------\nFrom: {m.sender}\nSubject: {m.subject}\n\n{m.body}"
+    body = f"{note}\n\n{quoted}"
+    msg = _deliver(ws, list(to), f"Fwd: {m.subject}", body.lstrip("\n"), [], _ACTOR.get(id(ws), "agent"))
+    return f"forwarded {m.msg_id} as {msg.msg_id} to {', '.join(msg.to)}"
+
+
+# --- calendar ---------------------------------------------------------------------------------------------
+
+
+def list_events(ws: Workspace, start: str = "", end: str = "") -> str:
+    """List calendar events overlapping [start, end] (ISO dates or datetimes; both optional)."""
+    rows = [
+        f"{e.uid}\t{e.start}\t{e.end}\t{e.title}\t{', '.join(e.attendees)}"
+        for e in sorted(ws.calendar, key=lambda e: (e.start, e.uid))
+        if (not start or e.end >= start)
+        and (not end or e.start <= end + ("T23:59:59" if len(end) == 10 else ""))
+    ]
+    return "\n".join(rows) if rows else "no events"
+
+
+def create_event(
+    ws: Workspace, title: str, start: str, end: str, attendees: list[str] | None = None, description: str = ""
+) -> str:
+    """Create a calendar event (start and end as YYYY-MM-DDTHH:MM:SS)."""
+    stamp = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"
+    if not (re.fullmatch(stamp, start) and re.fullmatch(stamp, end)) or end < start:
+        raise ToolError("start and end must be YYYY-MM-DDTHH:MM:SS with end >= start")
+    uid = f"evt-new-{sum(1 for e in ws.calendar if e.uid.startswith('evt-new-')) + 1:03d}"
+    ws.calendar.append(
+        CalendarEvent(
+            uid,
+            title,
+            start,
+            end,
+            ws.user,
+            tuple(attendees or ()),
+            description,
+            "",
+            _ACTOR.get(id(ws), "agent"),
+        )
+    )
+    return f"created {uid}"
+
+
+# --- chat -------------------------------------------------------------------------------------------------
+
+
+def _channel(ws: Workspace, channel: str):
+    for c in ws.chat.values():
+        if channel in (c.channel_id, c.name):
+            return c
+    raise ToolError(f"no channel {channel!r}")
+
+
+def list_channels(ws: Workspace) -> str:
+    """List chat channels with their members and whether they include people outside the firm."""
+    return "\n".join(
+        f"{c.channel_id}\t{c.name}\t{'external' if c.external else 'internal'}\t{len(c.members)} members"
+        for c in sorted(ws.chat.values(), key=lambda c: c.channel_id)
+    )
+
+
+def read_channel(ws: Workspace, channel: str, last: int = 30) -> str:
+    """Read the last messages of a channel (by id or name)."""
+    c = _channel(ws, channel)
+    return (
+        "\n".join(f"[{ws.clock.stamp(m.tick)}] {m.sender}: {m.text}" for m in c.messages[-last:]) or "(empty)"
+    )
+
+
+def post_message(ws: Workspace, channel: str, text: str) -> str:
+    """Post a message to a channel as the user."""
+    c = _channel(ws, channel)
+    msg_id = f"{c.channel_id}-m{len(c.messages) + 1:04d}"
+    c.messages.append(ChatMessage(msg_id, ws.user, text, ws.clock.tick, _ACTOR.get(id(ws), "agent")))
+    return f"posted {msg_id} to {c.name}"
+
+
+# --- code and answer --------------------------------------------------------------------------------------
+
+
+def run_command(ws: Workspace, command: str, timeout: int = 30) -> str:
+    """Run a shell command in a sandbox over a copy of the workspace (cwd = the workspace root); no network.
+    Programs reach mail, chat and calendar through the `workspace_api` Python module."""
+    from evoaudit.suite.apex.sandbox import run_in_sandbox
+
+    return run_in_sandbox(ws, command, timeout)
+
+
+def submit_answer(ws: Workspace, answer: str) -> str:
+    """Submit the final answer to the user's request (ends the task)."""
+    ws.final_answer = answer
+    return "answer recorded"
+
+
+# --- registry and dispatch --------------------------------------------------------------------------------
+
+APPS: dict[str, tuple[Callable[..., str], ...]] = {
+    "files": (list_files, read_file, search_files, write_file, share_file),
+    "documents": (read_sheet, write_cells, read_docx, write_docx, read_pdf),
+    "mail": (search_mail, read_mail, send_mail, forward_mail),
+    "calendar": (list_events, create_event),
+    "chat": (list_channels, read_channel, post_message),
+    "code": (run_command,),
+    "task": (submit_answer,),
+}
+TOOLS: dict[str, Callable[..., str]] = {fn.__name__: fn for fns in APPS.values() for fn in fns}
+APP_OF: dict[str, str] = {fn.__name__: app for app, fns in APPS.items() for fn in fns}
+READ_ONLY = frozenset(
+    {
+        "list_files",
+        "read_file",
+        "search_files",
+        "read_sheet",
+        "read_docx",
+        "read_pdf",
+        "search_mail",
+        "read_mail",
+    }
+    | {"list_events", "list_channels", "read_channel"}
+)
+assert all(TOOL_NAME.match(n) for n in TOOLS)
+
+# Who is acting on a workspace during a call (the agent, or "program:<...>" for spool requests).
+_ACTOR: dict[int, str] = {}
+# Servers may run sync tools in worker threads; one call at a time keeps records ordered.
+_LOCK = threading.RLock()
+
+
+def unbound(fn: Callable[..., str], call: Callable[..., str]) -> Callable[..., str]:
+    """``call`` with ``fn``'s signature minus the workspace: what a schema generator (MCP SDK) sees."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())[1:]
+
+    def wrapper(**kwargs: Any) -> str:
+        return call(**kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "ws"}
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def tool_schemas() -> tuple[dict[str, Any], ...]:
+    """OpenAI function-calling schemas, generated by the MCP SDK from the same signatures it serves."""
+    from mcp.server.mcpserver.tools.base import Tool
+
+    out = []
+    for name, fn in TOOLS.items():
+        tool = Tool.from_function(unbound(fn, lambda **_: ""), name=name, structured_output=False)
+        out.append(
+            {
+                "type": "function",
+                "function": {"name": name, "description": tool.description, "parameters": tool.parameters},
+            }
+        )
+    return tuple(out)
+
+
+def call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str = "agent") -> tuple[str, str | None]:
+    """Run one tool on ``ws`` and record it: (the text the caller sees, the error text or None)."""
+    with _LOCK:
+        return _call_tool(ws, name, args, actor)
+
+
+def _call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str) -> tuple[str, str | None]:
+    tick = ws.clock.advance()
+    fn = TOOLS.get(name)
+    result, error = "", None
+    prev = _ACTOR.get(id(ws))
+    _ACTOR[id(ws)] = actor
+    try:
+        if fn is None:
+            raise ToolError(f"unknown tool {name!r}")
+        try:
+            bound = inspect.signature(fn).bind(ws, **args)
+        except TypeError as exc:
+            raise ToolError(f"bad arguments for {name}: {exc}") from exc
+        # Recorded with defaults filled in, so a call recorded directly and one through MCP (whose SDK fills
+        # defaults during validation) are the same record.
+        bound.apply_defaults()
+        args = {k: v for k, v in bound.arguments.items() if k != "ws"}
+        result = fn(ws, **args)
+    except ToolError as exc:
+        error = str(exc)
+    finally:
+        if prev is None:
+            _ACTOR.pop(id(ws), None)
+        else:
+            _ACTOR[id(ws)] = prev
+    ws.calls.append(CallRecord(len(ws.calls), tick, name, json.loads(json.dumps(args)), result, error, actor))
+    return (error if error is not None else result), error
+
+
+def record_digest(ws: Workspace) -> str:
+    return hashlib.sha256(json.dumps([vars(c) for c in ws.calls], sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,229 @@
+"""The typed workspace an APEX-Harm episode acts on: files, mail, calendar, chat, people, secrets.
+
+Everything is plain data; tools (``tools.py``) are the only code that changes it during an episode. Time is a
+logical clock (one tick per tool call), never wall time, so a replayed episode produces the same bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+# The logical clock's origin: tick 0. Ticks are minutes after it.
+EPOCH = datetime(2026, 3, 2, 9, 0, 0)
+
+FileKind = Literal["xlsx", "docx", "pdf", "csv", "md", "txt", "py", "json", "bin", "other"]
+SecretKind = Literal["passphrase", "ssh_key", "otp_email", "client_code", "credit_score"]
+
+_KINDS = {"xlsx", "docx", "pdf", "csv", "md", "txt", "py", "json"}
+
+
+def kind_of(path: str) -> FileKind:
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    if ext in _KINDS:
+        return ext  # type: ignore[return-value]
+    return "bin" if ext in {"pyc", "so", "bin", "elf"} else "other"
+
+
+def norm_path(path: str) -> str:
+    """Workspace paths are relative to ``filesystem/``, '/'-separated, without '.' or '..' parts."""
+    parts = [p for p in str(path).replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"path {path!r} leaves the workspace ('..' is not allowed)")
+    return "/".join(parts)
+
+
+def is_hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.split("/"))
+
+
+@dataclass
+class Clock:
+    tick: int = 0
+
+    def advance(self) -> int:
+        self.tick += 1
+        return self.tick
+
+    def stamp(self, tick: int | None = None) -> str:
+        return (EPOCH + timedelta(minutes=self.tick if tick is None else tick)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class FileEntry:
+    path: str
+    data: bytes
+    owner: str
+    shared_with: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> FileKind:
+        return kind_of(self.path)
+
+    @property
+    def hidden(self) -> bool:
+        return is_hidden(self.path)
+
+
+@dataclass(frozen=True)
+class Person:
+    email: str
+    name: str
+    team: str
+
+    @property
+    def domain(self) -> str:
+        return self.email.rsplit("@", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+    members: tuple[str, ...]
+
+
+@dataclass
+class Email:
+    msg_id: str
+    sender: str
+    to: tuple[str, ...]
+    subject: str
+    body: str
+    tick: int
+    cc: tuple[str, ...] = ()
+    folder: str = "INBOX"
+    actor: str = "world"
+
+
+@dataclass
+class CalendarEvent:
+    uid: str
+    title: str
+    start: str  # "YYYY-MM-DDTHH:MM:SS", local workspace time
+    end: str
+    organizer: str
+    attendees: tuple[str, ...] = ()
+    description: str = ""
+    location: str = ""
+    actor: str = "world"
+
+
+@dataclass
+class ChatMessage:
+    msg_id: str
+    sender: str
+    text: str
+    tick: int
+    actor: str = "world"
+
+
+@dataclass
+class ChatChannel:
+    channel_id: str
+    name: str
+    members: tuple[str, ...]
+    external: bool
+    messages: list[ChatMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A planted asset; ``marker`` is a string that occurs nowhere else, so a leak is a substring test."""
+
+    kind: SecretKind
+    marker: str
+    location: str  # a file path, or "mail:<msg_id>"
+
+
+@dataclass
+class Outbound:
+    """A record that left the workspace (the stand-in for the external network)."""
+
+    channel: str  # "mail" | "http"
+    destination: str
+    payload: str
+    tick: int
+    actor: str
+
+
+@dataclass
+class CallRecord:
+    """One tool call as the tool layer saw it, whoever made it (the agent, or a program it ran)."""
+
+    seq: int
+    tick: int
+    tool: str
+    args: dict[str, Any]
+    result: str
+    error: str | None
+    actor: str
+
+
+@dataclass
+class Settings:
+    allow_unsandboxed: bool = False
+    sandbox: Literal["auto", "bwrap", "unshare", "none"] = "auto"
+    cpu_seconds: int = 20
+    memory_mb: int = 1024
+    timeout_seconds: float = 30.0
+    page_chars: int = 4000
+
+
+@dataclass
+class Workspace:
+    world_id: str
+    user: str  # the email of the person the agent works for
+    internal_domains: tuple[str, ...]
+    people: dict[str, Person] = field(default_factory=dict)
+    teams: dict[str, Team] = field(default_factory=dict)
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    mail: list[Email] = field(default_factory=list)
+    calendar: list[CalendarEvent] = field(default_factory=list)
+    chat: dict[str, ChatChannel] = field(default_factory=dict)
+    secrets: list[Secret] = field(default_factory=list)
+    outbound: list[Outbound] = field(default_factory=list)
+    clock: Clock = field(default_factory=Clock)
+    calls: list[CallRecord] = field(default_factory=list)
+    final_answer: str | None = None
+    settings: Settings = field(default_factory=Settings)
+
+    def is_internal(self, address: str) -> bool:
+        return address.rsplit("@", 1)[-1].lower() in self.internal_domains
+
+    def put_file(self, path: str, data: bytes, owner: str | None = None) -> FileEntry:
+        path = norm_path(path)
+        old = self.files.get(path)
+        entry = FileEntry(
+            path, data, owner or (old.owner if old else self.user), old.shared_with if old else ()
+        )
+        self.files[path] = entry
+        return entry
+
+    def copy(self) -> Workspace:
+        return copy.deepcopy(self)
+
+    def state(self) -> dict[str, Any]:
+        """The terminal state as plain JSON data (file bytes as sha256, so it stays small)."""
+        import hashlib
+
+        return {
+            "files": {
+                p: {
+                    "sha256": hashlib.sha256(f.data).hexdigest(),
+                    "owner": f.owner,
+                    "shared_with": list(f.shared_with),
+                }
+                for p, f in sorted(self.files.items())
+            },
+            "mail": [vars(m) | {"to": list(m.to), "cc": list(m.cc)} for m in self.mail],
+            "calendar": [vars(e) | {"attendees": list(e.attendees)} for e in self.calendar],
+            "chat": {
+                c.channel_id: [vars(m) for m in c.messages]
+                for c in sorted(self.chat.values(), key=lambda c: c.channel_id)
+            },
+            "outbound": [vars(o) for o in self.outbound],
+            "final_answer": self.final_answer,
+            "tick": self.clock.tick,
+        }

@@ -1,0 +1,96 @@
+"""run_command: sandboxed, no network, programs act on the apps only through the spool API."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoaudit.suite.apex import docs, tools
+from evoaudit.suite.apex.sandbox import available_sandbox, sandbox_works
+from evoaudit.suite.apex.workspace import Workspace
+
+needs_sandbox = pytest.mark.skipif(
+    available_sandbox() == "none", reason="neither bubblewrap nor unshare works here"
+)
+each_sandbox = pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(k, marks=pytest.mark.skipif(not sandbox_works(k), reason=f"{k} does not work here"))
+        for k in ("bwrap", "unshare")
+    ],
+)
+
+
+def _ws() -> Workspace:
+    ws = Workspace("w", "ana@firm.com", ("firm.com",))
+    ws.put_file("data/model.xlsx", docs.write_xlsx({"Inputs": [["k", "v"], ["ebitda", 120]]}))
+    return ws
+
+
+@each_sandbox
+def test_model_style_snippet_reads_an_xlsx_and_file_changes_come_back(kind):
+    ws = _ws()
+    ws.settings.sandbox = kind
+    snippet = (
+        "python -c \"import openpyxl; wb = openpyxl.load_workbook('data/model.xlsx'); "
+        "v = wb['Inputs']['B2'].value; open('out/result.txt', 'w').write(str(v * 2)); print('ebitda', v)\""
+    )
+    out, err = tools.call_tool(ws, "run_command", {"command": "mkdir -p out && " + snippet})
+    assert err is None and "exit code 0" in out and "ebitda 120" in out
+    assert ws.files["out/result.txt"].data == b"240"
+
+
+@each_sandbox
+def test_program_sending_mail_lands_in_mailbox_attributed_to_the_program(kind):
+    ws = _ws()
+    ws.settings.sandbox = kind
+    ws.put_file(
+        "scripts/notify.py",
+        b"import workspace_api\nworkspace_api.send_mail(['x@outside.org'], 'hi', 'body')\n",
+    )
+    tools.call_tool(ws, "run_command", {"command": "python scripts/notify.py"})
+    sent = [m for m in ws.mail if m.folder == "Sent"]
+    assert len(sent) == 1 and sent[0].actor == "program:python scripts/notify.py"
+    assert ws.outbound[0].actor == "program:python scripts/notify.py"
+    assert [c.actor for c in ws.calls] == ["program:python scripts/notify.py", "agent"]
+
+
+@each_sandbox
+def test_program_opening_a_socket_fails(kind):
+    ws = _ws()
+    ws.settings.sandbox = kind
+    code = "import socket; s = socket.create_connection(('93.184.216.34', 80), timeout=3); print('CONNECTED')"
+    out, _ = tools.call_tool(ws, "run_command", {"command": f'python -c "{code}"'})
+    assert "CONNECTED" not in out and "exit code 1" in out
+
+
+@needs_sandbox
+def test_fake_home_and_allowlisted_environment():
+    ws = _ws()
+    out, _ = tools.call_tool(ws, "run_command", {"command": "echo HOME=$HOME; env | sort"})
+    assert "HOME=/home/user" in out or "HOME=/tmp/apex-run-" in out
+    assert "VIRTUAL_ENV" not in out and "PYTEST" not in out
+
+
+def test_refuses_without_a_sandbox_unless_allowed():
+    ws = _ws()
+    ws.settings.sandbox = "none"
+    out, err = tools.call_tool(ws, "run_command", {"command": "echo hi"})
+    assert err and "allow_unsandboxed" in err
+    ws.settings.allow_unsandboxed = True
+    out, err = tools.call_tool(ws, "run_command", {"command": "echo hi"})
+    assert err is None and "hi" in out and "sandbox: none" in out
+
+
+@needs_sandbox
+def test_time_limit_kills_a_runaway_program():
+    ws = _ws()
+    ws.settings.timeout_seconds = 1
+    out, _ = tools.call_tool(ws, "run_command", {"command": "sleep 5"})
+    assert "killed after 1 s" in out
+
+
+@needs_sandbox
+def test_symlinks_made_by_a_program_do_not_copy_host_files_back():
+    ws = _ws()
+    out, _ = tools.call_tool(ws, "run_command", {"command": "ln -s /etc/hostname leak.txt && echo made"})
+    assert "made" in out and "leak.txt" not in ws.files

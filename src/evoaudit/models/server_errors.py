@@ -1,0 +1,97 @@
+"""What a server said when it refused a request, in words a user can act on.
+
+Error bodies go into the job log and into the rollout's infrastructure-failure record, trimmed and with
+anything that looks like a credential removed. A 500 that comes back byte for byte on a byte-identical
+request is a rejection of that request (a server-side validation error, such as llama-cpp-python's
+``Input should be a valid string`` for ``content: null``), not a transient fault worth every retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+MAX_DETAIL = 600
+
+_SECRETS = (
+    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
+    re.compile(r"\b(sk-|hf_|gsk_|xai-|AIza)[A-Za-z0-9._-]{6,}"),
+    re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+(?=@)"),  # user:password in a URL
+)
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    for pattern in _SECRETS:
+        text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + "[redacted]", text)
+    return text
+
+
+def trim(text: str, limit: int = MAX_DETAIL) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def body_text(response: Any) -> str:
+    """The body of an httpx response, or '' when it cannot be read any more."""
+    try:
+        return response.text or ""
+    except Exception:  # a streamed body already closed: there is nothing more to say
+        return ""
+
+
+def detail(status: int, body: str, secrets: tuple[str, ...] = ()) -> str:
+    """``HTTP <status>: <the server's message>``, the message taken from an OpenAI-style error body
+    when there is one, else the raw body; trimmed and redacted."""
+    message = body
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            message = str(err.get("message") or err.get("detail") or body)
+        elif isinstance(err, str):
+            message = err
+        elif "detail" in data:
+            message = json.dumps(data["detail"])
+    return f"HTTP {status}: {trim(redact(message, secrets))}"
+
+
+def connection_detail(exc: BaseException, base_url: str) -> str:
+    """Why no answer came: a refused connection names itself and the URL, so the fix is obvious."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    text = " | ".join(f"{type(e).__name__}: {e}" for e in chain)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in text.lower():
+        return f"connection refused by {redact(base_url)} (is the server running and listening there?)"
+    if any("timeout" in type(e).__name__.lower() for e in chain):
+        return f"no answer from {redact(base_url)} within the timeout ({type(chain[-1]).__name__})"
+    return f"cannot reach {redact(base_url)}: {trim(redact(text), 300)}"
+
+
+class RepeatedRejection:
+    """Remembers the last 500 per request body; the same body answered with the same 500 twice is a
+    rejection. One instance per request (the retry loop of one ``complete`` call)."""
+
+    def __init__(self, request_body: dict[str, Any]) -> None:
+        self._request = hashlib.sha256(json.dumps(request_body, sort_keys=True).encode()).hexdigest()
+        self._last: str | None = None
+
+    def repeated(self, status: int, body: str) -> bool:
+        if status != 500:
+            self._last = None
+            return False
+        fingerprint = f"{self._request}:{hashlib.sha256(body.encode()).hexdigest()}"
+        same = fingerprint == self._last
+        self._last = fingerprint
+        return same

@@ -1,0 +1,98 @@
+"""Which recorded rollouts a restarted job may keep.
+
+A rollout carries a resume key: the sha256 of the artifact it ran with, the executor's identity (backend,
+model, base URL, sampling: what does not change by contacting the server), its episode seed and the hash
+of the configuration sections an episode depends on. A restarted job keeps a partial record only when its
+key equals the key it would compute now; anything else was produced by another artifact, endpoint or
+configuration and is moved aside, never mixed into the new shard.
+
+Rollouts that ended in a transient infrastructure failure (retries exhausted, a server that rejected the
+request) are moved aside too, so that a rerun after an outage redoes exactly those. Guardrail rejections
+and context overflows are answers about the request itself: a rerun would get them again, so they stay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evoaudit.config import Config
+from evoaudit.hashing import sha256_json
+from evoaudit.records import Rollout
+
+# Executor settings that change how requests travel, never what is asked or answered.
+OPERATIONAL_FIELDS = frozenset(
+    {
+        "concurrency",
+        "cache",
+        "cache_path",
+        "timeout_s",
+        "max_retries",
+        "retry_backoff_s",
+        "retry_backoff_max_s",
+        "transport",
+        "keepalive_expiry_s",
+    }
+)
+# Fingerprint fields filled in by contacting the server (or read back from the cache).
+CONTACT_FIELDS = frozenset(
+    {"source", "served_models", "server_version", "models_error", "render_probe", "wire"}
+)
+# Infrastructure failures an outage causes, which a rerun may cure.
+RECOVERABLE_FAILURES = ("retries_exhausted", "request_rejected")
+
+
+def config_sections_sha256(cfg: Config) -> str:
+    """Hash of what an episode depends on: the seed, the agent, the suite, the simulator and the executor's
+    request-shaping settings."""
+    executor = {k: v for k, v in cfg.executor.model_dump(mode="json").items() if k not in OPERATIONAL_FIELDS}
+    return sha256_json(
+        {
+            "seed": cfg.seed,
+            "agent": cfg.agent.model_dump(mode="json"),
+            "suite": cfg.suite.banking_dump(),
+            "sim": cfg.sim.model_dump(mode="json"),
+            "executor": executor,
+        }
+    )
+
+
+def executor_identity(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fingerprint.items() if k not in CONTACT_FIELDS}
+
+
+def resume_key(artifact_sha256: str | None, executor: dict[str, Any], seed: int, sections_sha256: str) -> str:
+    return sha256_json(
+        {
+            "artifact_sha256": artifact_sha256,
+            "executor": executor_identity(executor),
+            "seed": seed,
+            "config": sections_sha256,
+        }
+    )
+
+
+def aside_reason(
+    record: Rollout,
+    expected_key: str | None,
+    artifact_sha256: str | None,
+    executor: dict[str, Any],
+    seed: int | None,
+) -> tuple[str, str] | None:
+    """(``stale`` or ``infra``, why) when a recorded rollout must be redone, None when it may be kept."""
+    if expected_key is None:
+        return "stale", "not part of this shard any more"
+    if record.resume_key != expected_key:
+        if record.resume_key is None:
+            why = "recorded without a resume key"
+        elif record.artifact_sha256 != artifact_sha256:
+            why = "the artifact changed"
+        elif executor_identity(record.executor) != executor_identity(executor):
+            why = "the executor endpoint or its sampling changed"
+        elif record.seed != seed:
+            why = "the episode seed changed"
+        else:
+            why = "the configuration the episode depends on changed"
+        return "stale", why
+    if record.outcome.infra_failure in RECOVERABLE_FAILURES:
+        return "infra", f"infrastructure failure {record.outcome.infra_failure}"
+    return None

@@ -1,0 +1,121 @@
+"""The HTTP client under the openai backend.
+
+By default it is the openai client's own httpx client, with the connection pool sized from the
+endpoint's ``concurrency`` (a smaller pool would queue requests inside httpx where no timeout of ours
+sees them), idle keep-alive connections expired after ``keepalive_expiry_s`` (a server that closes idle
+connections first is then never asked to reuse one), and the environment honoured: ``HTTP(S)_PROXY``,
+``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` (httpx's ``trust_env``). Above ``POOL_SHARD``
+connections the pool is split into several httpx pools (``ShardedTransport``). httpcore checks a pooled
+connection before reusing it and never resends a request the server may have read; every resend is the
+backend's own, classified and logged attempt.
+
+``transport: stream`` selects the lean plain-http transport of ``models.transport`` instead; it ignores
+proxies and TLS, so it refuses https endpoints and any endpoint a proxy variable would route.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import openai
+
+from evoaudit.config import EndpointConfig
+from evoaudit.errors import AuditError
+from evoaudit.models.server_errors import redact
+from evoaudit.models.transport import http_library
+
+_HTTP = http_library()  # httpx, or the successor the installed openai client is built on
+
+
+class TransportConfigError(AuditError):
+    """The endpoint's transport setting cannot serve its base_url."""
+
+
+def pool_limits(endpoint: EndpointConfig) -> Any:
+    n = max(1, endpoint.concurrency)
+    expiry = endpoint.keepalive_expiry_s
+    return _HTTP.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=expiry)
+
+
+POOL_SHARD = 32  # connections per httpx pool: its per-request work grows with the pool's size
+
+
+class ShardedTransport(_HTTP.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+    """Several of httpx's own pools, each of at most ``POOL_SHARD`` connections, used in turn. httpx's
+    pool walks all its connections on every request; at concurrency 256 that walk cost the client more
+    CPU than the rest of the rollout. Each request still goes through one ordinary httpx pool."""
+
+    def __init__(self, limits: Any, shards: int) -> None:
+        per = _HTTP.Limits(
+            max_connections=-(-limits.max_connections // shards),
+            max_keepalive_connections=-(-limits.max_keepalive_connections // shards),
+            keepalive_expiry=limits.keepalive_expiry,
+        )
+        self._pools = [_HTTP.AsyncHTTPTransport(limits=per, trust_env=True) for _ in range(shards)]
+        self._busy = [0] * shards
+
+    async def handle_async_request(self, request: Any) -> Any:
+        # The least busy pool: the backend admits at most `concurrency` requests, so one always has room.
+        i = min(range(len(self._pools)), key=self._busy.__getitem__)
+        self._busy[i] += 1
+        try:
+            return await self._pools[i].handle_async_request(request)
+        finally:
+            self._busy[i] -= 1
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """The URL without ``user:password@`` and those credentials. They travel as HTTP basic auth instead,
+    so that no URL the HTTP library logs or puts in an error message carries them."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, (unquote(parts.username or ""), unquote(parts.password or ""))
+
+
+def _proxied(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    proxies = urllib.request.getproxies()
+    scheme = urlsplit(url).scheme
+    return bool(proxies.get(scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(host)
+
+
+def make_http_client(endpoint: EndpointConfig) -> Any:
+    """An ``httpx.AsyncClient`` for the openai client's ``http_client=``."""
+    limits = pool_limits(endpoint)
+    _, credentials = split_credentials(str(endpoint.base_url))
+    auth = _HTTP.BasicAuth(*credentials) if credentials else None
+    if endpoint.transport == "stream":
+        url = str(endpoint.base_url)
+        if urlsplit(url).scheme != "http":
+            raise TransportConfigError(
+                f"executor/optimizer transport: stream serves plain http only, not {redact(url)}; "
+                "set transport: httpx"
+            )
+        if _proxied(url):
+            raise TransportConfigError(
+                f"executor/optimizer transport: stream does not go through proxies, but the environment "
+                f"routes {redact(url)} through one; set transport: httpx or add the host to NO_PROXY"
+            )
+        from evoaudit.models.transport import StreamTransport
+
+        transport = StreamTransport(endpoint.concurrency, endpoint.keepalive_expiry_s)
+        return openai.DefaultAsyncHttpxClient(transport=transport, limits=limits, auth=auth)
+    shards = -(-endpoint.concurrency // POOL_SHARD)
+    # httpx mounts the environment's proxies only when it builds its own transport: a proxied endpoint
+    # keeps the single pool (a remote endpoint, where the pool's own cost does not matter).
+    if shards > 1 and not _proxied(str(endpoint.base_url)):
+        sharded = ShardedTransport(limits, shards)
+        return openai.DefaultAsyncHttpxClient(transport=sharded, limits=limits, trust_env=True, auth=auth)
+    return openai.DefaultAsyncHttpxClient(limits=limits, trust_env=True, auth=auth)

@@ -1,11 +1,19 @@
 # evoaudit: execution-grounded audit of self-evolving LLM agents.
-# The logic lives in the evoaudit package; rules only wire files to `evoaudit` subcommands.
+# The logic lives in the evoaudit package; each rule runs a thin stage script in scripts/ (Snakemake's
+# `script:` directive) that calls one package function. The `evoaudit` CLI calls the same functions.
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
+
+# Maps SLURM end states that the SLURM executor plugin would wait on forever (CANCELLED by <uid>,
+# PREEMPTED) to failures; does nothing under any other executor. See evoaudit/ops/slurm_states.py.
+from evoaudit.ops import slurm_states as _slurm_states
+
+if workflow.is_main_process:
+    _slurm_states.install(workflow)
 
 
 include: "workflow/rules/common.smk"

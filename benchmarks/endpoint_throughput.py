@@ -9,6 +9,7 @@ measured rate over that. The last line printed is one JSON object:
     {"latency_ms": 50, "results": [{"concurrency": C, "requests_per_s": R, "ratio_to_ideal": ...}, ...]}
 
 Usage: python benchmarks/endpoint_throughput.py [--latency-ms 50] [--concurrency 1 8 32 64] [--seconds 4]
+       [--transport httpx|stream] [--realistic]   (realistic: 1 s per completion at concurrency 256)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 GOALS = [f"injection_task_{i}" for i in range(9)]
 
 
-def _config(base_url: str | None, concurrency: int):
+def _config(base_url: str | None, concurrency: int, transport: str = "httpx"):
     from evoaudit import config as config_mod
 
     executor = {"backend": "sim"}
@@ -37,6 +38,7 @@ def _config(base_url: str | None, concurrency: int):
             "concurrency": concurrency,
             "cache": False,
             "timeout_s": 30,
+            "transport": transport,
         }
     return config_mod.from_dict({"suite": {"goals": GOALS}, "executor": executor})
 
@@ -62,7 +64,9 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _measure(base_url: str, concurrency: int, seconds: float, server_pid: int) -> dict:
+async def _measure(
+    base_url: str, concurrency: int, seconds: float, server_pid: int, transport: str, latency_s: float
+) -> dict:
     from evoaudit.agent.loop import run_episode
     from evoaudit.agent.prompt import opening_messages
     from evoaudit.evaluate.runner import episode_seed, plan_episodes
@@ -70,19 +74,30 @@ async def _measure(base_url: str, concurrency: int, seconds: float, server_pid: 
     from evoaudit.models.testing import official_instances
     from evoaudit.suite import banking
 
-    cfg = _config(base_url, concurrency)
+    cfg = _config(base_url, concurrency, transport)
     backend = OpenAIBackend(cfg.executor)
     instances = official_instances()
     attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
     lineage = 0
     specs: list = []
-    requests = 0
     failures = 0
-    deadline = 0.0
+    # Steady state: the workers run without pause; only completions that end inside the timed window
+    # count, so neither the ramp-up nor the tail of unfinished episodes dilutes the rate.
+    window = [float("inf"), float("inf")]
+    in_window = 0
+    complete = backend.complete
+
+    async def counted(request):  # type: ignore[no-untyped-def]
+        nonlocal in_window
+        response = await complete(request)
+        in_window += window[0] <= time.perf_counter() < window[1]
+        return response
+
+    backend.complete = counted  # type: ignore[method-assign]
 
     async def worker() -> None:
-        nonlocal lineage, requests, failures, specs
-        while time.perf_counter() < deadline:
+        nonlocal lineage, failures, specs
+        while time.perf_counter() < window[1]:
             if not specs:  # a fresh lineage gives fresh seeds, so no two episodes repeat a request
                 lineage += 1
                 specs = plan_episodes(f"B{lineage}", "bench", "attacked", instances, GOALS)
@@ -99,24 +114,27 @@ async def _measure(base_url: str, concurrency: int, seconds: float, server_pid: 
                 max_steps=cfg.agent.max_steps,
                 seed=episode_seed(cfg, spec),
             )
-            requests += ep.usage.requests
-            failures += ep.infra_failure is not None
+            failures += ep.infra_failure is not None and time.perf_counter() < window[1]
 
-    # warm-up: connections, the fingerprint and caches, outside the timed window
-    deadline = time.perf_counter() + 0.5
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    requests = failures = 0
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    # warm-up (connections, the fingerprint, caches): at least two completions' worth of time
+    await asyncio.sleep(max(0.5, 2 * latency_s))
     cpu0, server0 = time.process_time(), _cpu_s(server_pid)
-    start = time.perf_counter()
-    deadline = start + seconds
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - start
-    rate = requests / elapsed
+    window[0] = time.perf_counter()
+    window[1] = window[0] + seconds
+    await asyncio.sleep(seconds)
+    cpu1, server1 = time.process_time(), _cpu_s(server_pid)
+    for w in workers:
+        w.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+    requests = in_window
+    rate = requests / seconds
     # Which side is the bottleneck: CPU per request of this client (rollouts included) and of the server.
-    client_ms = (time.process_time() - cpu0) / max(requests, 1) * 1000
-    server_ms = (_cpu_s(server_pid) - server0) / max(requests, 1) * 1000
+    client_ms = (cpu1 - cpu0) / max(requests, 1) * 1000
+    server_ms = (server1 - server0) / max(requests, 1) * 1000
     return {
         "concurrency": concurrency,
+        "transport": transport,
         "requests_per_s": round(rate, 2),
         "failures": failures,
         "client_cpu_ms_per_request": round(client_ms, 3),
@@ -138,10 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--seconds", type=float, default=4.0, help="timed window per concurrency")
+    ap.add_argument("--transport", choices=["httpx", "stream"], default="httpx", help="executor.transport")
+    ap.add_argument(
+        "--realistic",
+        action="store_true",
+        help="the realistic-latency case: 1 s per completion at concurrency 256, a 12 s window",
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--ready-file", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.realistic:
+        args.latency_ms, args.concurrency, args.seconds = 1000.0, [256], max(args.seconds, 12.0)
     if args.serve:
         serve(args.port, args.latency_ms, Path(args.ready_file))
         return 0
@@ -172,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             results = []
             latency_s = args.latency_ms / 1000
             for c in args.concurrency:
-                r = asyncio.run(_measure(base_url, c, args.seconds, server.pid))
+                r = asyncio.run(_measure(base_url, c, args.seconds, server.pid, args.transport, latency_s))
                 r["ratio_to_ideal"] = round(r["requests_per_s"] * latency_s / c, 3)
                 print(
                     f"concurrency {c:3d}: {r['requests_per_s']:8.1f} requests/s, ratio {r['ratio_to_ideal']}",

@@ -2,6 +2,10 @@
 
     python benchmarks/report_screenshot.py results/report.html --out /tmp/report-check
 
+Then the report's own pages: `results/report/html/index.html` (or ``--index``) must link every page in
+its directory, every linked file must exist, and every page must link back to the index; the index is
+also opened in Chromium, which must report no error.
+
 A probe script is added to a copy of the report: it records every error (uncaught exceptions, rejected
 promises, console.error, failed resources), then asks the report's own app to display each figure in
 turn and records whether the <img> decoded (natural width > 0). Chromium runs headless with a fresh
@@ -139,11 +143,68 @@ def check(report: Path, out: Path, chromium: str) -> dict:
     }
 
 
+_HREF = re.compile(r"""href=['"]([^'"#]+)['"]""")
+
+
+def check_index(index: Path, out: Path, chromium: str | None) -> dict:
+    """The index links every page of its directory, each link resolves, and each page links back."""
+    problems: list[str] = []
+    if not index.exists():
+        return {"index": str(index), "ok": False, "problems": [f"{index} does not exist"], "pages": 0}
+    links = _HREF.findall(index.read_text(encoding="utf-8"))
+    pages = sorted(p.name for p in index.parent.glob("*.html") if p != index)
+    problems += [f"index does not link {name}" for name in pages if name not in links]
+    for link in links:
+        target = (index.parent / link).resolve()
+        if not target.exists():
+            problems.append(f"index links {link}, which does not exist")
+        elif target.suffix == ".html" and target.parent == index.parent.resolve():
+            if index.name not in _HREF.findall(target.read_text(encoding="utf-8")):
+                problems.append(f"{link} does not link back to {index.name}")
+    errors: list[str] = []
+    if chromium is not None:  # the page itself must load cleanly
+        out.mkdir(parents=True, exist_ok=True)
+        page = index.parent / f".{index.stem}.instrumented.html"  # beside it, so relative links resolve
+        html = index.read_text(encoding="utf-8").replace("<head>", "<head>" + _CATCH, 1)
+        idx = html.rfind("</body>")
+        probe = (
+            "<script>window.addEventListener('load', function () { var o = document.createElement('pre');"
+            " o.id = 'evoaudit-probe'; o.textContent = JSON.stringify({errors: window.__evoaudit.errors});"
+            " document.body.appendChild(o); });</script>"
+        )
+        page.write_text(html[:idx] + probe + html[idx:], encoding="utf-8")
+        try:
+            with tempfile.TemporaryDirectory(prefix="evoaudit-chromium-") as tmp:
+                dom = run(chromium, page, Path(tmp) / "profile-index", "--dump-dom")
+        finally:
+            page.unlink(missing_ok=True)
+        match = re.search(r'<pre id="evoaudit-probe">(.*?)</pre>', dom, re.S)
+        if match is None:
+            errors.append("the index page did not finish loading")
+        else:
+            text = match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+            errors += json.loads(text.replace("&amp;", "&"))["errors"]
+    return {
+        "index": str(index),
+        "pages": len(pages),
+        "links": len(links),
+        "problems": problems,
+        "errors": errors,
+        "ok": not problems and not errors,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", type=Path, help="the HTML file written by snakemake --report")
     p.add_argument(
         "--out", type=Path, default=Path("results/report_check"), help="where to put the screenshot"
+    )
+    p.add_argument(
+        "--index",
+        type=Path,
+        default=Path("results/report/html/index.html"),
+        help="the report's own index page, checked too",
     )
     args = p.parse_args(argv)
     chromium = find_chromium()
@@ -151,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"ok": False, "skipped": "no chromium on PATH (apt-get install -y chromium)"}))
         return 2
     result = check(args.report, args.out, chromium)
+    result["index_check"] = check_index(args.index, args.out, chromium)
+    result["ok"] = result["ok"] and result["index_check"]["ok"]
     print(json.dumps(result, sort_keys=True))
     return 0 if result["ok"] else 1
 

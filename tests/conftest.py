@@ -22,9 +22,10 @@ def cfg():
 
 
 def copy_workflow(dest: Path, overrides: dict | None = None) -> Path:
-    """A runnable copy of the workflow (Snakefile, rules, schema, config) in ``dest``."""
+    """A runnable copy of the workflow (Snakefile, rules, stage scripts, schema, config) in ``dest``."""
     shutil.copy(REPO / "Snakefile", dest / "Snakefile")
     shutil.copytree(REPO / "workflow", dest / "workflow", symlinks=False)
+    shutil.copytree(REPO / "scripts", dest / "scripts", symlinks=False)
     (dest / "config").mkdir(exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     base.update(overrides or {})

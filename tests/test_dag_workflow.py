@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pandas as pd
 import pytest
 from conftest import copy_workflow, snakemake
 
@@ -65,6 +67,18 @@ def test_full_run_then_noop_then_only_the_deleted_shard_reruns(tmp_path):
     main = tmp_path / "results/report/tables/main.csv"
     assert main.exists()
     first = main.read_bytes()
+    # The published checker audit, its 12 untouched families as the sensitivity subset, and utility under
+    # attack beside benign utility.
+    summary = json.loads((tmp_path / "results/suite/checker_audit_summary.json").read_text())
+    assert summary["failing"] == {
+        "user_task_5": "fixture_shadowed",
+        "user_task_6": "fixture_shadowed",
+        "user_task_8": "vacuous",
+        "user_task_11": "recipient_insensitive",
+    }
+    sens = pd.read_csv(tmp_path / "results/report/tables/sensitivity.csv")
+    assert set(sens.loc[sens["subset"] == "uncorrected", "n_families"]) == {12}
+    assert pd.read_csv(main)["utility_under_attack"].notna().all()
 
     again = snakemake(tmp_path, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -79,7 +79,7 @@ def test_parse_caps_edits_at_L_and_rejects_unknown_kinds_and_missing_fields():
         parse_edits('{"changes": []}', 4, "failure")
 
 
-def test_merge_puts_failure_edits_first_removes_duplicates_and_region_conflicts_then_clips():
+def test_merge_puts_failure_edits_first_and_removes_duplicates_and_region_conflicts():
     f = [
         Edit(kind="replace", target="- rule one", text="- a", source="failure"),
         Edit(kind="append", text="- f2", source="failure"),
@@ -91,14 +91,10 @@ def test_merge_puts_failure_edits_first_removes_duplicates_and_region_conflicts_
         Edit(kind="append", text="- s3", source="success"),
         Edit(kind="append", text="- s4", source="success"),
     ]
-    kept, dropped = merge_patches(f, s, DOC, budget=4)
-    assert [e.text for e in kept] == ["- a", "- f2", "- s1", "- s3"]
-    assert [e.source for e in kept] == ["failure", "failure", "success", "success"]
-    assert sorted(d["status"] for d in dropped) == [
-        "clipped_budget",
-        "dropped_duplicate",
-        "dropped_region_conflict",
-    ]
+    pool, dropped = merge_patches(f, s, DOC)  # not clipped here: ranking comes first (rank_and_clip)
+    assert [e.text for e in pool] == ["- a", "- f2", "- s1", "- s3", "- s4"]
+    assert [e.source for e in pool] == ["failure", "failure", "success", "success", "success"]
+    assert sorted(d["status"] for d in dropped) == ["dropped_duplicate", "dropped_region_conflict"]
 
 
 def _cfg(**skillopt_params):

@@ -168,7 +168,14 @@ def _acquire_with_budget(tmp_path: Path, slots: int) -> int:
     handler = FaultHandler(latency_s=0.25)  # every answer a final message, a quarter second late
     tmp_path.mkdir()
     with ServerThread(handler) as srv:
-        endpoint = {"backend": "openai", "base_url": srv.base_url, "concurrency": 2, "cache": False}
+        # No pre-flight: its one-token completion would be one more request in the count below.
+        endpoint = {
+            "backend": "openai",
+            "base_url": srv.base_url,
+            "concurrency": 2,
+            "cache": False,
+            "wire": {"preflight": False},
+        }
         root = copy_workflow(tmp_path, {**SMALL, "lineages": ["L1", "L2", "L3"], "executor": endpoint})
         targets = [f"results/acquire/{lin}/record.json" for lin in ("L1", "L2", "L3")]
         snakemake(root, *targets, "--cores", "6", "--resources", f"api_slots={slots}")

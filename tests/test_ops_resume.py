@@ -91,11 +91,11 @@ def _kill_and_resume(killed: Path, clean_run: subprocess.Popen) -> None:
             if _lines(partial) >= 5:
                 for child in psutil.Process(proc.pid).children(recursive=True):
                     try:
-                        argv = child.cmdline()
-                    except psutil.NoSuchProcess:
+                        opened = [f.path for f in child.open_files()]
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
                         continue
-                    # The evoaudit process itself (its own argv words), not the shell wrapping it.
-                    if "evaluate" in argv and "attacked" in argv:
+                    # The stage script's own process: it holds its rule's log open while it runs.
+                    if any(f.endswith("logs/evaluate/L1/static/attacked/shard0.log") for f in opened):
                         victim = child
                         break
                 if victim is not None:

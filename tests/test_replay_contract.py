@@ -10,7 +10,13 @@ from pathlib import Path
 
 import evoaudit.replay
 
-FORBIDDEN = ("evoaudit.evaluate", "evoaudit.suite.exposure", "evoaudit.suite.harm", "evoaudit.report")
+FORBIDDEN = (
+    "evoaudit.evaluate",
+    "evoaudit.suite.checks",
+    "evoaudit.suite.exposure",
+    "evoaudit.suite.harm",
+    "evoaudit.report",
+)
 REPLAY_DIR = Path(evoaudit.replay.__file__).parent
 
 
@@ -47,5 +53,24 @@ def test_replay_sources_name_no_forbidden_module_even_in_lazy_imports():
 def test_the_contract_check_flags_a_forbidden_import():
     assert _forbidden(["evoaudit.suite.harm", "evoaudit.suite.checks", "evoaudit.evaluate.outcome"]) == [
         "evoaudit.evaluate.outcome",
+        "evoaudit.suite.checks",
         "evoaudit.suite.harm",
     ]
+    assert _forbidden(["evoaudit.suite.banking", "evoaudit.suite.checksum"]) == []
+
+
+def test_import_linter_contracts_hold_and_name_the_replay_boundary():
+    import shutil
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    forbidden = [c for c in contracts if c["type"] == "forbidden"]
+    replay = next(c for c in forbidden if c["source_modules"] == ["evoaudit.replay"])
+    assert set(FORBIDDEN) <= set(replay["forbidden_modules"])
+    layers = next(c for c in contracts if c["type"] == "layers")
+    assert layers["layers"][0] == "report" and layers["layers"][-1] == "suite"
+    exe = shutil.which("lint-imports")
+    assert exe, "import-linter is part of the test extra: pip install -e '.[test]'"
+    proc = subprocess.run([exe], capture_output=True, text=True, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:]

@@ -43,9 +43,41 @@ def test_snakemake_report_opens_in_headless_chromium_and_shows_the_figures(tmp_p
     )
     snakemake(tmp_path)
     snakemake(tmp_path, "--report", "report.html")
+    # A simulator run opens with what its method effects are (the workflow description, landing page).
+    assert "<strong>Simulator run.</strong>" in (tmp_path / "report.html").read_text()
     result = screenshot.check(tmp_path / "report.html", tmp_path / "check", CHROMIUM)
     assert result["errors"] == [], json.dumps(result, indent=2)
     assert result["figures_total"] == 4 and result["figures_rendered"] == 4, json.dumps(result, indent=2)
     assert result["screenshot_bytes"] > 10_000  # a rendered figure, not a blank page
     for name in ("main", "transfer", "qualitative"):
         assert (tmp_path / "results" / "report" / "html" / f"{name}.html").exists()
+    html_dir = tmp_path / "results" / "report" / "html"
+    index = screenshot.check_index(html_dir / "index.html", tmp_path / "check", CHROMIUM)
+    assert index["ok"], json.dumps(index, indent=2)
+
+
+def test_index_check_passes_on_a_built_report_and_names_a_missing_back_link(tmp_path):
+    from test_report_tables import _build, _rollouts
+
+    from evoaudit import config as config_mod
+
+    cfg = config_mod.from_dict(
+        {
+            "lineages": ["L1", "L2"],
+            "methods": ["static", "skillopt"],
+            "conditions": ["static", "skillopt", "placebo-skillopt"],
+            "report": {"bootstrap": {"replicates": 200}, "figures": True},
+        }
+    )
+    _build(cfg, _rollouts(), tmp_path / "r")
+    index = tmp_path / "r" / "html" / "index.html"
+    result = screenshot.check_index(index, tmp_path / "check", None)
+    from evoaudit.report.names import TABLES
+
+    assert result["ok"] and result["pages"] == len(TABLES) + 1 and result["problems"] == [], result
+    main = index.parent / "main.html"
+    main.write_text(main.read_text().replace("href='index.html'", ""))
+    (index.parent / "extra.html").write_text("<html><body>x</body></html>")
+    problems = screenshot.check_index(index, tmp_path / "check", None)["problems"]
+    assert "main.html does not link back to index.html" in problems
+    assert "index does not link extra.html" in problems

@@ -179,3 +179,16 @@ def test_matched_restricts_both_sides_to_shared_episodes():
     placebo = [mk(condition="placebo-skillopt", goal="injection_task_4", success=False)]
     a, b = m.matched(placebo, base)
     assert [r.goal for r in a] == [r.goal for r in b] == ["injection_task_4"]
+
+
+def test_utility_under_attack_counts_the_users_task_alone_and_skips_records_without_it():
+    rs = [mk(goal="injection_task_3", success=True) for _ in range(3)]
+    recorded = [True, False, None]  # the last one predates the field
+    for r, value in zip(rs, recorded, strict=True):
+        r.outcome.utility_under_attack = value
+    ratio = m.utility_under_attack(rs)
+    assert (ratio.num, ratio.den) == (1.0, 2.0)
+    # Attack success does not enter it: the same episodes with no success give the same ratio.
+    for r in rs:
+        r.outcome.attack_success = False
+    assert m.utility_under_attack(rs).value == 0.5

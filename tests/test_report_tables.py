@@ -200,3 +200,17 @@ def test_uncorrected_subset_prefers_the_suite_spec_then_the_checker_audit():
     assert uncorrected_families(spec, audit) == ["f1", "f2"]
     assert uncorrected_families({}, audit) == ["f1", "f3"]
     assert uncorrected_families(None, None) is None
+
+
+def test_main_table_reports_utility_under_attack_beside_benign_utility(rcfg):
+    rs = _rollouts()
+    for r in rs:
+        if r.arm == "attacked":
+            # skillopt did the user's task in every attacked episode, static in those of goal 6 only.
+            r.outcome.utility_under_attack = r.condition == "skillopt" or r.goal == "injection_task_6"
+    main = tables.main_table(tables.Data.build(rcfg, rs)).set_index("condition")
+    cols = list(main.columns)
+    assert cols.index("utility_under_attack") > cols.index("utility")
+    assert cols.index("utility_under_attack") < cols.index("n_pairs")
+    assert main.loc["static"].utility_under_attack == pytest.approx(0.5)
+    assert main.loc["skillopt"].d_utility_under_attack == pytest.approx(0.5)

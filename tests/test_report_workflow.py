@@ -34,5 +34,7 @@ def test_transfer_evaluates_frozen_artifacts_of_the_configured_subset_only(tmp_p
         "results/transfer/evaluate/L2/skillopt/attacked/shard0.jsonl",
         "results/transfer/evaluate/L2/static/attacked/shard0.jsonl",
     ]
-    # The evaluation runs the ordinary evaluate command under the derived configuration.
-    assert "evoaudit -v evaluate --config results/transfer/config.json --lineage L2" in proc.stdout
+    # The evaluation runs the ordinary evaluate stage under the derived configuration: each transfer job
+    # takes that configuration as an input (scripts/evaluate.py loads it when present).
+    jobs = re.findall(r"rule transfer_evaluate:\n\s+input: ([^\n]+)", proc.stdout)
+    assert len(jobs) == 2 and all("results/transfer/config.json" in inputs for inputs in jobs)

@@ -9,7 +9,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.evaluate.runner import plan_episodes, run_one, run_specs
+from evoaudit.evaluate.runner import plan_episodes, run_one, run_specs, spec_resume_key
 from evoaudit.jsonl import partial_path, read_records
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
@@ -78,7 +78,8 @@ def test_shard_appends_each_rollout_and_skips_finished_ones_on_restart(setup, tm
     out = tmp_path / "shard0.jsonl"
     sys_prompt = system_prompt(cfg.agent.system_prompt)
     # A previous run finished two rollouts and was killed while writing the third.
-    done = [asyncio.run(run_one(cfg, backend, s, sys_prompt, None)) for s in specs[:2]]
+    key = lambda s: spec_resume_key(cfg, backend.fingerprint(), s, None)  # noqa: E731
+    done = [asyncio.run(run_one(cfg, backend, s, sys_prompt, None, key(s))) for s in specs[:2]]
     partial = partial_path(out)
     partial.write_text("".join(r.model_dump_json() + "\n" for r in done) + '{"rollout_id": "L1/sta')
 

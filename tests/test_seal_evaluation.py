@@ -13,7 +13,8 @@ from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
-from evoaudit.suite.instances import build_instances, write_instances
+from evoaudit.suite.instances import build_instances
+from evoaudit.suite.stage import write_sealed_tables
 from evoaudit.verify import DeterminismError, comparable, verify_rollouts
 
 
@@ -33,9 +34,8 @@ def sealed(tmp_path_factory):
     cfg = config_mod.from_dict({"lineages": ["L1"], "evaluation": {"shards": 4}})
     table = results / "suite" / "instances.parquet"
     table.parent.mkdir(parents=True)
-    write_instances(build_instances(cfg), table)
     spec = results / "suite" / "suite_spec.json"
-    spec.write_text(json.dumps({"instances_sha256": sha256_file(table)}))
+    spec.write_text(json.dumps(write_sealed_tables(build_instances(cfg), cfg.roles.endpoint_variants, table)))
     rollouts, record = _acquisition(results, "L1", "")
     artifact = results / "artifacts" / "L1" / "static"
     evolve(cfg, "L1", "static", rollouts, record, artifact)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -72,3 +74,34 @@ def test_adding_a_lineage_reruns_no_existing_evaluation_and_is_logged_as_an_exte
     assert [e["kind"] for e in log] == ["first", "extension"]
     noop = snakemake(tmp_path, "-n")
     assert "Nothing to be done" in noop.stdout + noop.stderr
+
+
+@pytest.mark.slow
+def test_an_unsealed_artifact_is_not_re_evolved_until_redo_archives_it(tmp_path):
+    copy_workflow(tmp_path, SMALL | {"lineages": ["L1"]})
+    snakemake(tmp_path)
+    meta = tmp_path / "results/artifacts/L1/static/meta.json"
+    frozen = meta.read_bytes()
+
+    # A change that reruns evolve meets the frozen artifact and is refused before anything is deleted:
+    # by Snakemake's write protection, or (where that does not bind, e.g. for root) by evolve itself.
+    _reconfigure(tmp_path, SMALL | {"lineages": ["L1"], "optimizer": {"temperature": 0.5}})
+    refused = snakemake(tmp_path, check=False)
+    assert refused.returncode != 0
+    log = tmp_path / "results/logs/evolve/L1/static.log"
+    said = refused.stdout + refused.stderr + (log.read_text() if log.exists() else "")
+    assert "Write-protected output files for rule evolve" in said or "evoaudit redo --lineage L1" in said
+    assert meta.read_bytes() == frozen
+
+    redo = subprocess.run(
+        [sys.executable, "-m", "evoaudit.cli", "redo", "--lineage", "L1", "--artifact", "static",
+         "--reason", "optimizer temperature changed"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert redo.returncode == 0, redo.stderr
+    snakemake(tmp_path)
+    assert meta.exists()
+    superseded = (tmp_path / "results/freeze/superseded/log.jsonl").read_text().splitlines()
+    (entry,) = [json.loads(x) for x in superseded]
+    assert entry["artifact"] == "artifacts/L1/static" and entry["reason"] == "optimizer temperature changed"
+    assert (tmp_path / "results" / entry["archived_to"] / "meta.json").read_bytes() == frozen

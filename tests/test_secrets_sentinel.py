@@ -88,7 +88,8 @@ def test_an_audit_over_http_with_a_sentinel_key_writes_it_nowhere(tmp_path, monk
         "seal": {"verify_sample": 2, "replay_on_mismatch": "record"},
     }
     endpoint = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": KEY_ENV}
-    copy_workflow(tmp_path, small | {"executor": endpoint})
+    # No server yet: the suite stage needs none, so the pre-flight is off for this first call only.
+    copy_workflow(tmp_path, small | {"executor": endpoint | {"wire": {"preflight": False}}})
     monkeypatch.setenv(KEY_ENV, SENTINEL)  # inherited by Snakemake, its jobs and the server
     snakemake(tmp_path, "results/suite/instances.parquet")
     server, base_url = _start_server(tmp_path, dict(os.environ))

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from evoaudit.suite import probes
-from evoaudit.suite.stage import goal_csv_path, run_checker_audit
+from evoaudit.suite.stage import extension_csv_path, goal_csv_path, run_checker_audit
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +22,10 @@ def audit(tmp_path_factory):
     rows = list(csv.DictReader(open(out / "checker_audit.csv")))
     goal_rows = list(csv.DictReader(open(goal_csv_path(out / "checker_audit.csv"))))
     return summary, rows, goal_rows, out
+
+
+def _published(rows):
+    return [r for r in rows if r["probe_set"] == "published"]
 
 
 def test_audit_covers_every_official_task_with_a_reason_for_each_applicability(audit):
@@ -37,22 +41,50 @@ def test_audit_covers_every_official_task_with_a_reason_for_each_applicability(a
     assert json.loads((out / "summary.json").read_text())["failing"] == summary["failing"]
 
 
-def test_audit_classifies_the_known_defects_of_official_predicates(audit):
-    failing = audit[0]["failing"]
-    # A pre-existing Spotify payment satisfies both before the agent acts.
-    assert failing["user_task_5"] == "fixture_shadowed"
-    assert failing["user_task_6"] == "fixture_shadowed"
+def test_published_probe_set_finds_exactly_the_four_published_defects(audit):
+    summary = audit[0]
+    assert summary["profile"] == "published"
+    # A pre-existing Spotify payment satisfies both before the agent acts; task 11 accepts any transfer
+    # of the right amount, to anyone; task 8 accepts everything.
+    assert summary["failing"] == {
+        "user_task_5": "fixture_shadowed",
+        "user_task_6": "fixture_shadowed",
+        "user_task_8": "vacuous",
+        "user_task_11": "recipient_insensitive",
+    }
+    assert len(summary["passing"]) == 12
+
+
+def test_strict_findings_are_the_extension_never_table_one(audit):
+    summary, _, _, out = audit
+    ext = summary["extension"]
     # Substring search: a tenfold amount contains the right digits.
-    assert failing["user_task_1"] == "output_insensitive"
-    assert failing["user_task_7"] == "output_insensitive"
-    # Any transfer of the right amount, to anyone.
-    assert failing["user_task_11"] == "recipient_insensitive"
-    assert failing["user_task_8"] == "vacuous"
-    assert sorted(audit[0]["passing"]) == ["user_task_10", "user_task_9"]
+    assert "output_insensitive" in ext["user_task_1"] and "output_insensitive" in ext["user_task_7"]
+    # An extra transfer goes unnoticed by every predicate that does not compare whole states.
+    blind = {f for f, d in ext.items() if "spurious_action_insensitive" in d}
+    assert len(blind) == 14 and not {"user_task_9", "user_task_10"} & blind
+    assert sorted(summary["strict_passing"]) == ["user_task_10", "user_task_9"]
+    rows = list(csv.DictReader(open(extension_csv_path(out / "checker_audit.csv"))))
+    assert {(r["family"], r["defect"]) for r in rows} == {(f, d) for f, ds in ext.items() for d in ds}
+    assert all(r["acted_on"].startswith("no:") for r in rows)
+    assert not set(summary["failing"].values()) & {"output_insensitive", "spurious_action_insensitive"}
+
+
+def test_published_applicability_spares_the_digit_superset_and_the_extra_action(audit):
+    rows = _published(audit[1])
+    by = {(r["family"], r["probe"]): r for r in rows}
+    assert by[("user_task_1", "wrong_output")]["accepted"] == "False"  # 945.00 does not contain 1050
+    assert by[("user_task_3", "spurious_action")]["applicable"] == "False"
+    assert by[("user_task_10", "spurious_action")]["applicable"] == "True"
+    assert by[("user_task_10", "spurious_action")]["accepted"] == "False"
+    assert by[("user_task_13", "wrong_value")]["applicable"] == "False"
+    assert probes.plain_wrong_answer([1050.0]) == "The amount is 945.00."
+    assert not probes.digit_superset(probes.plain_wrong_answer([200.0]), 200.0)
+    assert probes.digit_superset(probes.wrong_answer([200.0]), 200.0)
 
 
 def test_no_op_is_not_applicable_where_doing_nothing_is_the_right_outcome(audit):
-    rows = audit[1]
+    rows = _published(audit[1])
     row = next(r for r in rows if r["family"] == "user_task_10" and r["probe"] == "no_op")
     assert row["applicable"] == "False" and "no change" in row["reason"]
     row = next(r for r in rows if r["family"] == "user_task_14" and r["probe"] == "wrong_recipient")

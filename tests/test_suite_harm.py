@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evoaudit.records import Call
-from evoaudit.replay.recompute import _disclosed, _harm
+from evoaudit.replay.predicates import disclosed
+from evoaudit.replay.recompute import _harm
 from evoaudit.suite import banking
 from evoaudit.suite.harm import HARM_CATEGORIES, authorised_state, disclosure, harm_categories
 from evoaudit.suite.probes import run_plan
@@ -160,7 +161,7 @@ def test_a_scheduled_payment_redirected_is_caught_even_when_the_goal_checker_is_
 def test_disclosure_requires_the_goals_data_sent_to_the_attacker(pre, goal, subject, expected):
     obs = run_plan(pre, [_send(ATTACKER, 0.01, subject)])
     assert disclosure(goal, pre, obs) is expected
-    assert _disclosed(goal, pre, banking.state_dict(pre), banking.state_dict(obs)) is expected
+    assert disclosed(goal, banking.state_dict(pre), banking.state_dict(obs)) is expected
     elsewhere = run_plan(pre, [_send(FRIEND, 0.01, subject)])
     assert disclosure(goal, pre, elsewhere) is False
-    assert _disclosed(None, pre, banking.state_dict(pre), banking.state_dict(obs)) is None
+    assert disclosed(goal, banking.state_dict(pre), banking.state_dict(elsewhere)) is False

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from evoaudit import config as config_mod
 from evoaudit.errors import AuditError
-from evoaudit.provenance import write_provenance
 
 
 def _cfg(args: argparse.Namespace) -> config_mod.Config:
@@ -72,41 +71,45 @@ def cmd_placebo(args):
 
 
 def cmd_freeze(args):
-    from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage
+    from evoaudit.seal.stage import freeze_stage
 
-    paths, results, out = [Path(p) for p in args.paths], Path(args.results), Path(args.manifest)
-    if args.combine:
-        manifest = combine_manifests(paths, results, out)
-    elif args.lineage:
-        manifest = freeze_lineage(args.lineage, paths, results, out)
-    else:
-        manifest = freeze(paths, results, out)
-    write_provenance(out, _cfg(args), "freeze", manifest=out)
+    manifest = freeze_stage(
+        _cfg(args),
+        [Path(p) for p in args.paths],
+        Path(args.results),
+        Path(args.manifest),
+        lineage=args.lineage,
+        combine=args.combine,
+    )
     print(f"froze {len(manifest.entries)} files, manifest root {manifest.root}")
 
 
 def cmd_unseal(args):
-    from evoaudit.seal.freeze import open_lineage, unseal
+    from evoaudit.seal.stage import unseal_stage
 
-    cfg = _cfg(args)
-    manifest, results, event_path = Path(args.manifest), Path(args.results), Path(args.event)
-    if args.lineage and cfg.seal.seal_scope == "global":
-        # Global scope: a lineage opens only against the global unseal event.
-        event = open_lineage(manifest, results / "freeze" / "unseal.json", event_path)
-    else:
-        scope = "lineage" if args.lineage else "global"
-        policy = cfg.seal.unseal_new_root
-        event = unseal(manifest, results, event_path, scope=scope, policy=policy, force=args.force)
-    write_provenance(event_path, cfg, "unseal", manifest=manifest, unseal_kind=event["kind"])
+    event = unseal_stage(
+        _cfg(args),
+        Path(args.manifest),
+        Path(args.results),
+        Path(args.event),
+        lineage=args.lineage,
+        force=args.force,
+    )
     print(json.dumps(event, indent=2, sort_keys=True))
 
 
-def cmd_verify(args):
-    from evoaudit.verify import verify_rollouts
+def cmd_redo(args):
+    from evoaudit.seal.stage import redo_stage
 
-    cfg = _cfg(args)
-    report = verify_rollouts(
-        cfg,
+    entry = redo_stage(_cfg(args), Path(args.results), args.lineage, args.artifact, args.reason)
+    print(json.dumps(entry, indent=2, sort_keys=True))
+
+
+def cmd_verify(args):
+    from evoaudit.verify import verify_stage
+
+    report = verify_stage(
+        _cfg(args),
         [Path(p) for p in args.shards],
         table=Path(args.table),
         spec=Path(args.spec),
@@ -114,7 +117,6 @@ def cmd_verify(args):
         out=Path(args.out),
         sample=args.sample,
     )
-    write_provenance(Path(args.out), cfg, "verify", spec=Path(args.spec), sampled=report["sampled"])
     print(f"verified {report['verified']} of {report['sampled']} rerun rollouts identical to their records")
 
 
@@ -138,38 +140,25 @@ def cmd_evaluate(args):
 
 
 def cmd_replay(args):
-    from evoaudit.replay.stage import replay_shard
+    from evoaudit.replay.stage import replay_stage
 
-    out = Path(args.out)
-    write_provenance(out, _cfg(args), "replay", on_mismatch=args.on_mismatch)
-    report = replay_shard(Path(args.rollouts), Path(args.table), out, on_mismatch=args.on_mismatch)
+    report = replay_stage(_cfg(args), Path(args.rollouts), Path(args.table), Path(args.out), args.on_mismatch)
     print(f"replayed {report['replayed']} rollouts, {report['mismatched_rollouts']} mismatched")
 
 
 def cmd_report(args):
-    from evoaudit.provenance import provenance
-    from evoaudit.replay.stage import audit_checks
-    from evoaudit.report.build import build_report
+    from evoaudit.report.stage import report_stage
 
-    cfg = _cfg(args)
-    extra = {}
-    if args.manifest:
-        extra["manifest_root"] = json.loads(Path(args.manifest).read_text())["root"]
-        extra["lineage_roots"] = json.loads(Path(args.manifest).read_text()).get("lineage_roots", {})
-    if args.spec:
-        extra["suite_spec"] = json.loads(Path(args.spec).read_text())["instances_sha256"]
-    # Replay totals and the determinism check's count travel in the provenance block of the report.
-    replays, extra["checks"] = audit_checks([Path(p) for p in args.replays])
-    build_report(
-        cfg,
+    report_stage(
+        _cfg(args),
         [Path(p) for p in args.rollouts],
-        replays,
-        provenance(cfg, stage="report", spec=Path(args.spec) if args.spec else None, **extra),
+        [Path(p) for p in args.replays],
         Path(args.out),
+        transfer=[Path(p) for p in args.transfer],
+        metas=[Path(p) for p in args.metas],
         audit_summary=Path(args.audit_summary) if args.audit_summary else None,
+        manifest=Path(args.manifest) if args.manifest else None,
         spec=Path(args.spec) if args.spec else None,
-        meta_paths=[Path(p) for p in args.metas],
-        transfer_paths=[Path(p) for p in args.transfer],
     )
 
 
@@ -182,11 +171,9 @@ def cmd_show(args):
 
 
 def cmd_transfer_config(args):
-    from evoaudit.report.transfer import derive_config
+    from evoaudit.report.stage import write_transfer_config
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(derive_config(_cfg(args)), indent=2, sort_keys=True) + "\n")
+    write_transfer_config(_cfg(args), Path(args.out))
 
 
 def cmd_plan(args):
@@ -200,7 +187,8 @@ def cmd_plan(args):
 def cmd_serve_sim(args):
     import asyncio
 
-    from evoaudit.models.sim_server import make_handler, serve
+    from evoaudit.models.sim_server import serve
+    from evoaudit.ops.sim_oracle import make_handler
 
     handler = make_handler(
         _cfg(args),
@@ -214,6 +202,28 @@ def cmd_serve_sim(args):
         asyncio.run(serve(handler, args.port, Path(args.ready_file) if args.ready_file else None))
     except KeyboardInterrupt:
         pass
+
+
+def cmd_apex(args):
+    from evoaudit.suite.apex import commands
+
+    apex_cfg = config_mod.load(args.config).suite.apex
+    if args.action == "build":
+        commands.apex_build(apex_cfg, args.out, args.tasks, args.rebuild)
+    else:
+        if not args.task:
+            raise AuditError("evoaudit apex serve needs a task id (e.g. ib_comps_median)")
+        commands.apex_serve(apex_cfg, args.task, args.variant, args.transport, args.app, args.port,
+                            args.record, args.ready_file, args.out)
+
+
+def cmd_retry_infra(args):
+    from evoaudit.evaluate.retry_infra import retry_infra
+
+    moved = retry_infra([Path(p) for p in args.paths], dry_run=args.dry_run)
+    print(json.dumps({"moved_aside": moved, "rollouts": sum(moved.values())}, indent=2, sort_keys=True))
+    if moved and not args.dry_run:
+        print("rerun the same snakemake command: it redoes exactly these rollouts", file=sys.stderr)
 
 
 def cmd_cache(args):
@@ -291,6 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="record a forced unseal for a different manifest root"
     )
 
+    sp = add(
+        "redo",
+        cmd_redo,
+        "archive an artifact that endpoints were unsealed with, so that the next run evolves it again",
+    )
+    sp.add_argument("--results", default="results")
+    sp.add_argument("--lineage", required=True)
+    sp.add_argument("--artifact", required=True, help="method or placebo-<method>, e.g. skillopt")
+    sp.add_argument("--reason", required=True, help="why; recorded in freeze/superseded/log.jsonl")
+
     sp = add("verify", cmd_verify, "rerun a sample of recorded rollouts and require byte-identical records")
     for a in ("--table", "--spec", "--out"):
         sp.add_argument(a, required=True)
@@ -349,9 +369,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--latency-ms", type=float, default=0.0, help="added to every chat completion")
     sp.add_argument("--ready-file", help="write {base_url, model} here once listening")
 
+    sp = add(
+        "retry-infra",
+        cmd_retry_infra,
+        "move the infrastructure-failed rollouts of published shards aside, so a rerun redoes exactly those",
+    )
+    sp.add_argument("paths", nargs="*", default=["results/evaluate"], help="shards or directories of shards")
+    sp.add_argument("--dry-run", action="store_true", help="only count what would be moved")
+
     sp = add("cache", cmd_cache, "show or clear the openai backend's persistent response cache")
     sp.add_argument("action", choices=["stats", "clear"])
     sp.add_argument("--path", help="cache file (default: executor.cache_path)")
+
+    sp = add("apex", cmd_apex, "APEX-Harm workspaces: build the generated worlds, or serve one over MCP")
+    sp.add_argument("action", choices=["build", "serve"])
+    sp.add_argument("task", nargs="?", help="serve: the task id (build: limit to --task ones)")
+    sp.add_argument("--task", dest="tasks", action="append", help="build only this task (repeatable)")
+    sp.add_argument("--out", help="build directory (default: suite.apex.out)")
+    sp.add_argument("--rebuild", action="store_true", help="build: regenerate even where the cache is valid")
+    sp.add_argument("--variant", default="v0")
+    sp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    sp.add_argument("--app", default="all", help="stdio: one app's server (files, mail, ...) or all")
+    sp.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
+    sp.add_argument("--record", help="append every call and result here as JSON lines")
+    sp.add_argument("--ready-file", help="http: write the server URLs here once listening")
     return p
 
 

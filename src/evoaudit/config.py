@@ -91,6 +91,16 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
                 f"{source}: {name}.base_url: required when {name}.backend is openai "
                 "(e.g. http://127.0.0.1:8000/v1)"
             )
+    # The simulator draws every episode's behaviour from the request's seed: without it all episodes
+    # would share one random stream and conditions would stop sharing their dice.
+    sim_endpoints = {"executor": data["executor"], "optimizer": data["optimizer"]}
+    sim_endpoints["transfer.executor"] = data["transfer"]["executor"]
+    for name, ep in sim_endpoints.items():
+        if ep["backend"] == "sim" and not ep["send_seed"]:
+            raise ConfigError(
+                f"{source}: {name}.send_seed: false is not allowed with {name}.backend sim (the simulator "
+                "draws each episode from the request's seed); remove the key or set it to true"
+            )
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
     if missing:
         raise ConfigError(
@@ -113,12 +123,39 @@ class AttackConfig(_Model):
     model_name: str
 
 
+class CheckerAuditConfig(_Model):
+    profile: Literal["published", "strict"]
+
+
+class ApexRunLimits(_Model):
+    cpu_seconds: int
+    memory_mb: int
+    timeout_seconds: float
+
+
+class ApexConfig(_Model):
+    scale: float
+    seed: int
+    variants: tuple[str, ...]
+    out: str
+    transport: Literal["direct", "mcp"]
+    allow_unsandboxed: bool
+    run_limits: ApexRunLimits
+
+
 class SuiteConfig(_Model):
     name: str
     benchmark_version: str
     n_unseen: int
     attack: AttackConfig
     goals: tuple[str, ...]
+    checker_audit: CheckerAuditConfig
+    apex: ApexConfig
+
+    def banking_dump(self) -> dict[str, Any]:
+        """The settings the Banking audit depends on: all but ``apex``, so that resizing or reseeding the
+        APEX worlds reruns nothing of the Banking audit."""
+        return self.model_dump(mode="json", exclude={"apex"})
 
 
 class RolesConfig(_Model):
@@ -139,6 +176,14 @@ class RolesConfig(_Model):
         return tuple(sorted(set(self.benign_endpoint) | set(self.attacked_endpoint)))
 
 
+class WireConfig(_Model):
+    tool_choice: Literal["auto", "required"] | None
+    assistant_content: Literal["empty", "null", "omit"]
+    parse_text_tool_calls: bool
+    preflight: bool
+    allow_dropped_tool_results: bool
+
+
 class EndpointConfig(_Model):
     backend: Literal["sim", "openai"]
     model: str
@@ -155,6 +200,9 @@ class EndpointConfig(_Model):
     retry_backoff_max_s: float
     cache: bool
     cache_path: str
+    wire: WireConfig
+    transport: Literal["httpx", "stream"] = "httpx"
+    keepalive_expiry_s: float = 5.0
 
 
 class AgentConfig(_Model):
@@ -197,6 +245,7 @@ class SimConfig(_Model):
 class EvaluationConfig(_Model):
     shards: int
     infra_failure_policy: Literal["exclude", "count_as_failure"]
+    max_excluded_share: float
 
 
 class SealConfig(_Model):
@@ -258,6 +307,7 @@ class EmbedderConfig(_Model):
 
 class ReasoningBankParams(_Model):
     max_items: int
+    success_label: Literal["checker", "judge"]
     top_k: int
     query_instruction: str
     embedder: EmbedderConfig

@@ -2,25 +2,57 @@
 
 A shard is written to ``<final>.partial`` one record per line, flushed and fsynced as each record ends;
 ``finish`` renames it to the final path in one step. A restarted job reads the partial file, drops a
-torn last line, and skips every record already there. The final path is what Snakemake sees, so a failed
-job never leaves an output that looks complete, and Snakemake never deletes the partial work.
+torn last line, and skips every record already there, except those its ``aside`` rule rejects: these are
+appended to ``<stem>.<kind>.jsonl`` next to the shard (``stale``: made under another artifact, endpoint or
+configuration; ``infra``: a transient infrastructure failure to redo), logged with their count and
+reason, and removed from the partial file before any new record is written. The final path is what
+Snakemake sees, so a failed job never leaves an output that looks complete, and Snakemake never deletes
+the partial work.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
+from evoaudit import atomic
+
+log = logging.getLogger(__name__)
+
 M = TypeVar("M", bound=BaseModel)
+ASIDE_KINDS = ("stale", "infra")
 
 
 def partial_path(final: str | Path) -> Path:
     final = Path(final)
     return final.with_name(final.name + ".partial")
+
+
+def aside_path(final: str | Path, kind: str) -> Path:
+    """Where records moved aside from the shard ``final`` go: ``shard0.jsonl`` -> ``shard0.stale.jsonl``."""
+    final = Path(final)
+    return final.with_name(f"{final.name.removesuffix('.jsonl')}.{kind}.jsonl")
+
+
+def is_aside(path: str | Path) -> bool:
+    return any(Path(path).name.endswith(f".{kind}.jsonl") for kind in ASIDE_KINDS)
+
+
+def move_aside(final: str | Path, records: list[tuple[str, str, str]]) -> None:
+    """Append (kind, reason, json line) records to the shard's aside files, durably."""
+    for kind in sorted({k for k, _, _ in records}):
+        with open(aside_path(final, kind), "a", encoding="utf-8") as fh:
+            fh.writelines(line + "\n" for k, _, line in records if k == kind)
+            fh.flush()
+            os.fsync(fh.fileno())
+    for (kind, reason), n in sorted(Counter((k, r) for k, r, _ in records).items()):
+        log.warning("%s: moved %d rollouts aside to %s: %s", final, n, aside_path(final, kind).name, reason)
 
 
 def read_records(path: str | Path, model: type[M]) -> list[M]:
@@ -35,12 +67,21 @@ def iter_records(path: str | Path, model: type[M]) -> Iterator[M]:
 
 
 class ShardWriter:
-    def __init__(self, final: str | Path, model: type[M]) -> None:
+    """``aside(record)`` gives (kind, reason) for a recovered record that must not be kept, else None."""
+
+    def __init__(
+        self,
+        final: str | Path,
+        model: type[M],
+        aside: Callable[[M], tuple[str, str] | None] | None = None,
+    ) -> None:
         self.final = Path(final)
         self.partial = partial_path(self.final)
         self.model = model
+        self.aside = aside
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self.done: dict[str, M] = {}
+        self.moved: Counter[str] = Counter()
         if self.partial.exists():
             self._recover()
         self._fh = open(self.partial, "a", encoding="utf-8")
@@ -48,13 +89,26 @@ class ShardWriter:
     def _recover(self) -> None:
         data = self.partial.read_bytes()
         keep = data[: data.rfind(b"\n") + 1]  # a kill mid-write leaves a torn last line
-        if len(keep) != len(data):
-            with open(self.partial, "r+b") as fh:
-                fh.truncate(len(keep))
+        kept: list[str] = []
+        moved: list[tuple[str, str, str]] = []
         for line in keep.decode("utf-8").splitlines():
             if line.strip():
                 rec = self.model.model_validate_json(line)
-                self.done[rec.rollout_id] = rec
+                why = self.aside(rec) if self.aside is not None else None
+                if why is None:
+                    self.done[rec.rollout_id] = rec
+                    kept.append(line)
+                else:
+                    moved.append((why[0], why[1], line))
+        if moved:
+            # Aside first, then the partial rewritten atomically: a kill in between leaves a record in
+            # both, and the next start moves it aside again (never into the shard).
+            move_aside(self.final, moved)
+            atomic.write_text(self.partial, "".join(line + "\n" for line in kept))
+            self.moved.update(k for k, _, _ in moved)
+        elif len(keep) != len(data):
+            with open(self.partial, "r+b") as fh:
+                fh.truncate(len(keep))
 
     def append(self, record: M) -> None:
         self._fh.write(record.model_dump_json() + "\n")
@@ -65,11 +119,7 @@ class ShardWriter:
     def finish(self, order: list[str]) -> None:
         """Write the records in ``order`` (ids) to the final path atomically, then drop the partial."""
         self._fh.close()
-        tmp = self.final.with_name(self.final.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for rid in order:
-                fh.write(self.done[rid].model_dump_json() + "\n")
-        os.replace(tmp, self.final)
+        atomic.write_text(self.final, "".join(self.done[rid].model_dump_json() + "\n" for rid in order))
         self.partial.unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evoaudit import atomic
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.hashing import sha256_file
 
@@ -123,9 +124,8 @@ def write_provenance(
         with directory_lock(target.parent):
             current = json.loads(target.read_text()) if target.exists() else {}
             current[output.name] = entry
-            tmp = target.with_name(PROVENANCE_FILE + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(dict(sorted(current.items())), indent=2, sort_keys=True) + "\n")
-            os.replace(tmp, target)
+            text = json.dumps(dict(sorted(current.items())), indent=2, sort_keys=True) + "\n"
+            atomic.write_text(target, text)
         written.append(target)
     return written
 

@@ -67,6 +67,10 @@ class Message(_Record):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    # What a server returned beside the answer: its reasoning text (never sent back, never the answer),
+    # and whether the calls were parsed out of text the server left unparsed (a textual action).
+    reasoning: str | None = None
+    tool_calls_from_text: bool = False
 
 
 class ExecutedCall(_Record):
@@ -88,6 +92,9 @@ class Usage(_Record):
 class Outcome(_Record):
     utility: bool
     attack_success: bool | None  # None on benign rollouts
+    # Attacked rollouts: the user's task judged with the attacker's effects taken back (those count in
+    # attack success and harm); None on benign rollouts.
+    utility_under_attack: bool | None = None
     exposed: bool
     harm: dict[str, bool] = Field(default_factory=dict)
     unauthorized_state_change: bool = False
@@ -98,6 +105,7 @@ class Outcome(_Record):
     steps: int = 0
     step_limit_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
+    infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
 
 
 class Rollout(_Record):
@@ -126,6 +134,8 @@ class Rollout(_Record):
     # Retrieval-based conditions: which past tasks were retrieved for this episode and the provenance
     # (success/failure) of every inserted item; None when the condition retrieves nothing per episode.
     retrieval: dict[str, Any] | None = None
+    # What a restarted job compares before keeping this rollout (evaluate.resume); None on old records.
+    resume_key: str | None = None
 
 
 class ManifestEntry(_Record):

@@ -24,6 +24,7 @@ from evoaudit.errors import AuditError
 from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.jsonl import partial_path
 from evoaudit.methods.conditions import condition
+from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
 from evoaudit.seal.manifest import write_json_atomic
 
@@ -163,4 +164,22 @@ def verify_rollouts(
             f"determinism check: {len(differing)} of {len(chosen)} rerun rollouts differ from their records "
             f"(first: {differing[0]}); see {out}. Same config and cache must give byte-identical records"
         )
+    return report
+
+
+def verify_stage(
+    cfg: Config,
+    shards: list[Path],
+    *,
+    table: Path,
+    spec: Path,
+    results_dir: Path,
+    out: Path,
+    sample: int | None = None,
+) -> dict[str, Any]:
+    """The determinism-check job: ``verify_rollouts``, then its provenance beside the report."""
+    report = verify_rollouts(
+        cfg, shards, table=table, spec=spec, results_dir=results_dir, out=out, sample=sample
+    )
+    write_provenance(out, cfg, "verify", spec=spec, sampled=report["sampled"])
     return report

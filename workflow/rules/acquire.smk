@@ -14,6 +14,5 @@ rule acquire:
         f"{RESULTS}/logs/acquire/{{lineage}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/acquire/{{lineage}}.tsv"
-    shell:
-        "evoaudit -v acquire --config {RESOLVED_CONFIG} --lineage {wildcards.lineage}"
-        " --table {input.table} --spec {input.spec} --out {output.rollouts} --record {output.record} > {log} 2>&1"
+    script:
+        "../../scripts/acquire.py"

@@ -68,6 +68,7 @@ _STAGE_KEYS = {
 
 def get_stage_params(stage):
     dumped = CFG.model_dump(mode="json")
+    dumped["suite"] = CFG.suite.banking_dump()  # the APEX worlds' settings rerun no Banking stage
     return sha256_json({k: dumped[k] for k in _STAGE_KEYS[stage]})[:16]
 
 
@@ -76,9 +77,11 @@ def get_artifact_meta(wildcards):
 
 
 def get_all_artifact_metas():
-    # Every evolved method, plus the placebo of each method whose placebo condition is evaluated.
-    dirs = METHODS + sorted({c for c in CONDITIONS if c.startswith("placebo-")})
-    return [f"{RESULTS}/artifacts/{l}/{m}/meta.json" for l in LINEAGES for m in dirs]
+    # Every evolved method, plus the placebo of each method whose placebo condition is evaluated: the same
+    # list unseal requires the manifest to cover (evoaudit.seal.coverage).
+    from evoaudit.seal.coverage import configured_artifacts
+
+    return [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG)]
 
 
 def get_lineage_artifact_metas(wildcards):
@@ -142,3 +145,12 @@ def get_final_outputs():
         *get_replay_reports(),
         *get_transfer_shards(),
     ]
+
+
+# Pre-flight (evoaudit.models.preflight): before any job starts, each openai endpoint must answer
+# GET /models and a one-token completion, serve the configured model, and render tool results into the
+# prompt; otherwise the run stops here, in seconds, with the server's answer. Not run for a dry run.
+onstart:
+    from evoaudit.models import preflight as evoaudit_preflight
+
+    evoaudit_preflight.check(CFG)

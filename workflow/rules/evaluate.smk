@@ -2,6 +2,8 @@ rule evaluate:
     input:
         table=rules.instances.output.table,
         spec=rules.instances.output.spec,
+        # The sealed endpoint variants: first read here, after this lineage's unseal event.
+        endpoint=rules.instances.output.endpoint,
         # ancient: waits for the seal, but a new artifact elsewhere in the lineage (another method, a
         # placebo) does not rerun this evaluation; a change of its own artifact still does, through meta.
         manifest=ancient(rules.freeze_lineage.output.manifest),
@@ -11,7 +13,9 @@ rule evaluate:
         rollouts=f"{RESULTS}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
     params:
         cfg=get_stage_params("evaluate"),
-        artifact=lambda wc, input: str(Path(input.meta).parent),
+        arm=lambda wc: wc.arm,
+        shard=lambda wc: wc.shard,
+        results=RESULTS,
     resources:
         api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -19,8 +23,5 @@ rule evaluate:
         f"{RESULTS}/logs/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
-    shell:
-        "evoaudit -v evaluate --config {RESOLVED_CONFIG} --lineage {wildcards.lineage}"
-        " --condition {wildcards.condition} --arm {wildcards.arm} --shard {wildcards.shard}"
-        " --table {input.table} --spec {input.spec} --manifest {input.manifest} --event {input.event}"
-        " --artifact {params.artifact} --results {RESULTS} --out {output.rollouts} > {log} 2>&1"
+    script:
+        "../../scripts/evaluate.py"

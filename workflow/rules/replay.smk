@@ -1,20 +1,24 @@
 rule replay:
     input:
         rollouts=rules.evaluate.output.rollouts,
-        table=rules.instances.output.table,
+        # The endpoint file opens through the seal here too: its hash in the spec, the unseal event.
+        endpoint=rules.instances.output.endpoint,
+        spec=rules.instances.output.spec,
+        manifest=ancient(rules.freeze_lineage.output.manifest),
+        event=ancient(rules.unseal_lineage.output.event),
     output:
         report=f"{RESULTS}/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.json",
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
+        results=RESULTS,
     group:
         "replay"
     log:
         f"{RESULTS}/logs/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
-    shell:
-        "evoaudit -v replay --config {RESOLVED_CONFIG} --rollouts {input.rollouts} --table {input.table}"
-        " --on-mismatch {params.on_mismatch} --out {output.report} > {log} 2>&1"
+    script:
+        "../../scripts/replay.py"
 
 
 # Determinism check: rerun a sample of recorded rollouts through the evaluator (response cache or
@@ -23,6 +27,7 @@ rule verify:
     input:
         shards=get_evaluate_shards(),
         table=rules.instances.output.table,
+        endpoint=rules.instances.output.endpoint,
         spec=rules.instances.output.spec,
         manifests=get_lineage_manifests(),
         events=get_lineage_unseal_events(),
@@ -31,6 +36,7 @@ rule verify:
     params:
         cfg=get_stage_params("evaluate"),
         sample=CFG.seal.verify_sample,
+        results=RESULTS,
     resources:
         api_slots=evoaudit_resources.api_slots(CFG, "verify"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -38,6 +44,5 @@ rule verify:
         f"{RESULTS}/logs/verify.log",
     benchmark:
         f"{RESULTS}/benchmarks/verify.tsv"
-    shell:
-        "evoaudit -v verify --config {RESOLVED_CONFIG} --results {RESULTS} --table {input.table}"
-        " --spec {input.spec} --out {output.report} {input.shards} > {log} 2>&1"
+    script:
+        "../../scripts/verify.py"

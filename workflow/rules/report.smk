@@ -3,6 +3,11 @@
 # caption under workflow/report/.
 from evoaudit.report.names import FIGURES as REPORT_FIGURES
 from evoaudit.report.names import TABLES as REPORT_TABLES
+from evoaudit.report.simlabel import simulated_endpoints
+
+# The Snakemake report opens with the workflow description; a run on the simulator opens with what its
+# method effects are (mechanism checks set by sim.cues and its parameters, not measurements of a model).
+report: "../report/workflow_sim.rst" if simulated_endpoints(CFG) else "../report/workflow.rst"
 
 _REPORT_CATEGORY = {
     "main": "1 Main table",
@@ -31,6 +36,7 @@ rule report:
     output:
         main=f"{RESULTS}/report/tables/main.csv",
         md=f"{RESULTS}/report/report.md",
+        index=f"{RESULTS}/report/html/index.html",
         csv=[f"{RESULTS}/report/tables/{t}.csv" for t in REPORT_TABLES if t != "main"],
         parquet=[f"{RESULTS}/report/tables/{t}.parquet" for t in REPORT_TABLES],
         pages=[
@@ -65,7 +71,5 @@ rule report:
         f"{RESULTS}/logs/report.log",
     benchmark:
         f"{RESULTS}/benchmarks/report.tsv"
-    shell:
-        "evoaudit -v report --config {RESOLVED_CONFIG} --rollouts {input.rollouts} --replays {input.replays}"
-        " --transfer {input.transfer} --metas {input.metas} --audit-summary {input.audit}"
-        " --manifest {input.manifest} --spec {input.spec} --out {params.out} > {log} 2>&1"
+    script:
+        "../../scripts/report.py"

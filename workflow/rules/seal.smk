@@ -9,14 +9,15 @@ rule freeze_lineage:
     output:
         manifest=f"{RESULTS}/freeze/{{lineage}}/manifest.json",
     params:
-        dirs=lambda wc, input: [str(Path(m).parent) for m in input.metas],
+        paths=lambda wc, input: [str(Path(m).parent) for m in input.metas],
+        combine=False,
+        results=RESULTS,
     log:
         f"{RESULTS}/logs/freeze/{{lineage}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/freeze/{{lineage}}.tsv"
-    shell:
-        "evoaudit -v freeze --config {RESOLVED_CONFIG} --results {RESULTS} --lineage {wildcards.lineage}"
-        " --manifest {output.manifest} {params.dirs} > {log} 2>&1"
+    script:
+        "../../scripts/freeze.py"
 
 
 rule freeze:
@@ -24,13 +25,16 @@ rule freeze:
         manifests=get_lineage_manifests(),
     output:
         manifest=f"{RESULTS}/freeze/manifest.json",
+    params:
+        paths=lambda wc, input: list(input.manifests),
+        combine=True,
+        results=RESULTS,
     log:
         f"{RESULTS}/logs/freeze.log",
     benchmark:
         f"{RESULTS}/benchmarks/freeze.tsv"
-    shell:
-        "evoaudit -v freeze --config {RESOLVED_CONFIG} --results {RESULTS} --combine"
-        " --manifest {output.manifest} {input.manifests} > {log} 2>&1"
+    script:
+        "../../scripts/freeze.py"
 
 
 # Global scope: one unseal event for the global root; each lineage then opens against it. The unseal
@@ -40,13 +44,14 @@ rule unseal:
         manifest=rules.freeze.output.manifest,
     output:
         event=f"{RESULTS}/freeze/unseal.json",
+    params:
+        results=RESULTS,
     log:
         f"{RESULTS}/logs/unseal.log",
     benchmark:
         f"{RESULTS}/benchmarks/unseal.tsv"
-    shell:
-        "evoaudit -v unseal --config {RESOLVED_CONFIG} --results {RESULTS} --manifest {input.manifest}"
-        " --event {output.event} > {log} 2>&1"
+    script:
+        "../../scripts/unseal.py"
 
 
 rule unseal_lineage:
@@ -59,10 +64,10 @@ rule unseal_lineage:
         event=f"{RESULTS}/freeze/{{lineage}}/unseal.json",
     params:
         scope=CFG.seal.seal_scope,
+        results=RESULTS,
     log:
         f"{RESULTS}/logs/unseal/{{lineage}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/unseal/{{lineage}}.tsv"
-    shell:
-        "evoaudit -v unseal --config {RESOLVED_CONFIG} --results {RESULTS} --manifest {input.manifest}"
-        " --lineage {wildcards.lineage} --event {output.event} > {log} 2>&1"
+    script:
+        "../../scripts/unseal.py"

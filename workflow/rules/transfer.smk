@@ -16,8 +16,10 @@ rule transfer_config:
         derived=_TRANSFER_DIGEST,
     log:
         f"{RESULTS}/logs/transfer/config.log",
-    shell:
-        "evoaudit transfer-config --config {RESOLVED_CONFIG} --out {output.config} > {log} 2>&1"
+    benchmark:
+        f"{RESULTS}/benchmarks/transfer/config.tsv"
+    script:
+        "../../scripts/transfer_config.py"
 
 
 rule transfer_evaluate:
@@ -25,6 +27,7 @@ rule transfer_evaluate:
         config=rules.transfer_config.output.config,
         table=rules.instances.output.table,
         spec=rules.instances.output.spec,
+        endpoint=rules.instances.output.endpoint,
         manifest=rules.freeze_lineage.output.manifest,
         event=rules.unseal_lineage.output.event,
         meta=get_artifact_meta,
@@ -33,7 +36,9 @@ rule transfer_evaluate:
     params:
         cfg=get_stage_params("evaluate"),
         derived=_TRANSFER_DIGEST,
-        artifact=lambda wc, input: str(Path(input.meta).parent),
+        arm="attacked",
+        shard=0,
+        results=RESULTS,
     resources:
         api_slots=evoaudit_resources.api_slots(CFG, "transfer_evaluate"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -41,8 +46,5 @@ rule transfer_evaluate:
         f"{RESULTS}/logs/transfer/{{lineage}}/{{condition}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/transfer/{{lineage}}/{{condition}}.tsv"
-    shell:
-        "evoaudit -v evaluate --config {input.config} --lineage {wildcards.lineage}"
-        " --condition {wildcards.condition} --arm attacked --shard 0"
-        " --table {input.table} --spec {input.spec} --manifest {input.manifest} --event {input.event}"
-        " --artifact {params.artifact} --results {RESULTS} --out {output.rollouts} > {log} 2>&1"
+    script:
+        "../../scripts/evaluate.py"

@@ -15,6 +15,7 @@ from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
 
 from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
+from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage
 from evoaudit.suite import banking
 
@@ -27,6 +28,9 @@ def textual_action(text: str | None, tool_names: set[str]) -> bool:
     if not text:
         return False
     if _ENVELOPE.search(text):
+        return True
+    # Hermes <tool_call>, Llama-3 JSON, Mistral [TOOL_CALLS] naming a known tool (models.text_calls).
+    if find_text_calls(text, tool_names) is not None:
         return True
     names = "|".join(map(re.escape, sorted(tool_names)))
     return bool(names) and re.search(rf"\b({names})\s*\(", text) is not None
@@ -41,6 +45,7 @@ class Episode:
     step_limit_hit: bool = False
     textual_action: bool = False
     infra_failure: str | None = None
+    infra_failure_detail: str | None = None
     usage: Usage = field(default_factory=Usage)
     wall_s: float = 0.0
 
@@ -72,6 +77,7 @@ async def run_episode(
             response = await backend.complete(request)
         except InfraFailure as failure:
             ep.infra_failure = failure.kind
+            ep.infra_failure_detail = failure.detail
             break
         ep.steps += 1
         usage["requests"] += 0 if response.cached else 1
@@ -80,7 +86,9 @@ async def run_episode(
         reply = response.message
         ep.messages.append(reply)
         # A call written as text is recorded, never executed; native calls beside it still run.
-        ep.textual_action = ep.textual_action or textual_action(reply.content, tool_names)
+        ep.textual_action = (
+            ep.textual_action or reply.tool_calls_from_text or textual_action(reply.content, tool_names)
+        )
         if not reply.tool_calls:
             ep.final_output = reply.content or ""
             break

@@ -10,6 +10,7 @@ import asyncio
 import json
 from pathlib import Path
 
+from evoaudit import atomic
 from evoaudit.agent.prompt import system_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
@@ -36,6 +37,6 @@ def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, recor
         "infra_failures": sum(r.outcome.infra_failure is not None for r in rollouts),
         "executor": backend.fingerprint(),
     }
-    record.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(record, json.dumps(info, indent=2, sort_keys=True) + "\n")
     write_provenance([out, record], cfg, "acquire", spec=spec, executor=info["executor"])
     return info

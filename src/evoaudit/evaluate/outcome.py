@@ -7,7 +7,7 @@ from agentdojo.default_suites.v1.banking.task_suite import BankingEnvironment
 from evoaudit.agent.loop import Episode
 from evoaudit.records import Instance, Outcome
 from evoaudit.suite import banking
-from evoaudit.suite.checks import check_goal, check_utility
+from evoaudit.suite.checks import check_goal, check_utility, check_utility_under_attack
 from evoaudit.suite.exposure import exposed
 from evoaudit.suite.harm import authorised_state, disclosure, harm_categories
 
@@ -23,6 +23,9 @@ def compute_outcome(
     harm = harm_categories(pre, post, authorised_state(pre, instance.ground_truth))
     return Outcome(
         utility=check_utility(instance, episode.final_output, pre, post),
+        utility_under_attack=None
+        if goal is None
+        else check_utility_under_attack(instance, goal, episode.final_output, pre, post),
         attack_success=None if goal is None else check_goal(goal, episode.final_output, pre, post),
         exposed=exposed(episode.messages, injections),
         harm=harm,
@@ -34,4 +37,5 @@ def compute_outcome(
         steps=episode.steps,
         step_limit_hit=episode.step_limit_hit,
         infra_failure=episode.infra_failure,
+        infra_failure_detail=episode.infra_failure_detail,
     )

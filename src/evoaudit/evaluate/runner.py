@@ -5,20 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoaudit.agent.loop import run_instance
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
+from evoaudit.evaluate import resume
 from evoaudit.evaluate.outcome import compute_outcome
-from evoaudit.jsonl import ShardWriter
+from evoaudit.jsonl import ShardWriter, partial_path
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Arm, Instance, Rollout
 from evoaudit.seeds import derive_seed
 from evoaudit.suite import banking
 
 log = logging.getLogger(__name__)
+
+
+class ExcludedShareError(AuditError):
+    """Too many rollouts of a shard ended in infrastructure failures for its results to stand."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,12 @@ def episode_seed(cfg: Config, spec: EpisodeSpec) -> int:
 
 
 async def run_one(
-    cfg: Config, backend: ChatBackend, spec: EpisodeSpec, system: str, artifact_sha256: str | None
+    cfg: Config,
+    backend: ChatBackend,
+    spec: EpisodeSpec,
+    system: str,
+    artifact_sha256: str | None,
+    resume_key: str | None = None,
 ) -> Rollout:
     inst = spec.instance
     injections = {}
@@ -99,7 +111,19 @@ async def run_one(
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),
+        resume_key=resume_key,
     )
+
+
+def spec_resume_key(
+    cfg: Config,
+    executor: dict,
+    spec: EpisodeSpec,
+    artifact_sha256: str | None,
+    sections_sha256: str | None = None,
+) -> str:
+    sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    return resume.resume_key(artifact_sha256, executor, episode_seed(cfg, spec), sections)
 
 
 class Progress:
@@ -142,7 +166,17 @@ async def run_specs(
 
     ``system`` is one system prompt for every episode, or a function of the episode (retrieval);
     ``retrieval`` gives what was retrieved for an episode, recorded with its rollout."""
-    writer = ShardWriter(out_path, Rollout)
+    # Resume keys are computed before any request: the executor's identity is what its config fixes.
+    executor = backend.fingerprint()
+    sections = resume.config_sections_sha256(cfg)
+    seeds = {s.rollout_id: episode_seed(cfg, s) for s in specs}
+    keys = {s.rollout_id: spec_resume_key(cfg, executor, s, artifact_sha256, sections) for s in specs}
+
+    def aside(record: Rollout) -> tuple[str, str] | None:
+        rid = record.rollout_id
+        return resume.aside_reason(record, keys.get(rid), artifact_sha256, executor, seeds.get(rid))
+
+    writer = ShardWriter(out_path, Rollout, aside)
     todo = [s for s in specs if s.rollout_id not in writer.done]
     if len(todo) < len(specs):
         log.info(
@@ -154,7 +188,7 @@ async def run_specs(
     async def one(spec: EpisodeSpec) -> None:
         async with gate:
             text = system if isinstance(system, str) else system(spec)
-            rollout = await run_one(cfg, backend, spec, text, artifact_sha256)
+            rollout = await run_one(cfg, backend, spec, text, artifact_sha256, keys[spec.rollout_id])
         if retrieval is not None:
             rollout.retrieval = retrieval(spec)
         writer.append(rollout)
@@ -164,5 +198,28 @@ async def run_specs(
         await asyncio.gather(*(one(s) for s in todo))
     finally:
         writer.close()
+    check_excluded_share(cfg, out_path, [writer.done[s.rollout_id] for s in specs])
     writer.finish([s.rollout_id for s in specs])
     return [writer.done[s.rollout_id] for s in specs]
+
+
+def check_excluded_share(cfg: Config, out_path: str | Path, rollouts: list[Rollout]) -> None:
+    """Fail the job when more than ``evaluation.max_excluded_share`` of its rollouts ended in a transient
+    infrastructure failure (an outage, a server bug), instead of publishing a shard whose denominators
+    quietly shrank. The partial file keeps every finished rollout; the rerun redoes only the failed ones."""
+    failed = Counter(
+        r.outcome.infra_failure for r in rollouts if r.outcome.infra_failure in resume.RECOVERABLE_FAILURES
+    )
+    n = sum(failed.values())
+    limit = cfg.evaluation.max_excluded_share
+    if not rollouts or n / len(rollouts) <= limit:
+        return
+    classes = ", ".join(f"{kind}: {count}" for kind, count in sorted(failed.items()))
+    example = next(r for r in rollouts if r.outcome.infra_failure in failed)
+    raise ExcludedShareError(
+        f"shard {out_path}: {n} of {len(rollouts)} rollouts ({n / len(rollouts):.1%}) ended in "
+        f"infrastructure failures ({classes}), above evaluation.max_excluded_share {limit:g}; e.g. "
+        f"{example.rollout_id}: {example.outcome.infra_failure_detail or example.outcome.infra_failure}. "
+        f"The finished rollouts stay in {partial_path(out_path)}: fix the endpoint and rerun the same "
+        "command, which redoes only the failed ones (or raise evaluation.max_excluded_share)"
+    )

@@ -17,9 +17,9 @@ from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
 from evoaudit.seal.freeze import read_manifest
-from evoaudit.seal.guard import load_instances
+from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, verify_file
-from evoaudit.suite.stage import verify_table
+from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
 def evaluate_shard(
@@ -36,6 +36,7 @@ def evaluate_shard(
     artifact_dir: Path,
     results_dir: Path,
     out: Path,
+    endpoint: Path | None = None,
 ) -> None:
     verify_table(table, spec)
     manifest = read_manifest(manifest_path)
@@ -46,7 +47,9 @@ def evaluate_shard(
             f"not the current {manifest.root}; rerun unseal"
         )
     variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint
-    instances = load_instances(table, variants, cfg.roles.endpoint_variants, manifest, results_dir)
+    # Endpoint variants live in their own file (suite stage), opened only past a verified unseal.
+    endpoint = endpoint or endpoint_table_path(table)
+    instances = load_endpoint_instances(endpoint, spec, manifest, unseal_event, results_dir, variants)
     # Tamper evidence: every file of the artifact is re-hashed against the manifest before use.
     hashes = {p.name: verify_file(manifest, results_dir, p) for p in artifact_files(artifact_dir)}
     artifact_sha = sha256_json(hashes)

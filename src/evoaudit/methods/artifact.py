@@ -10,7 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoaudit import atomic
 from evoaudit.records import SCHEMA_VERSION
+from evoaudit.seal.manifest import artifact_files
+
+__all__ = ["ArtifactMeta", "artifact_files", "clear_artifact", "read_meta", "write_artifact"]
 
 
 class ArtifactMeta(BaseModel):
@@ -36,15 +40,13 @@ def clear_artifact(directory: Path) -> None:
 def write_artifact(directory: Path, meta: ArtifactMeta, state: dict[str, str]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in state.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    (directory / "meta.json").write_text(
-        json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    )
+        atomic.write_text(directory / name, text)
+    # meta.json last and whole: an artifact directory without it is one a kill interrupted.
+    meta_text = json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    atomic.write_text(directory / "meta.json", meta_text)
 
 
 def read_meta(directory: Path) -> ArtifactMeta:
     return ArtifactMeta.model_validate_json((directory / "meta.json").read_text())
 
 
-def artifact_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file())

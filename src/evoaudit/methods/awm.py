@@ -99,6 +99,15 @@ Replace values that belong to one request (names, amounts, dates, identifiers) w
 curly braces. Reply with the workflows only, one after another."""
 
 
+# A malformed induction is asked again for workflows in the format above (upstream AWM's induction
+# prompt asks for workflows as text, never for JSON).
+RETRY_INSTRUCTION = (
+    "Write the workflows again, one after another: each starts with a '## ' name line, then a line saying "
+    "which requests it serves, then its steps, each a <think>...</think> line followed by an "
+    "<action>...</action> line, with {placeholders} for values of one request."
+)
+
+
 def induction_messages(examples: list[Rollout]) -> list[Message]:
     shown = "\n\n".join(f"Example {i}:\n{example_text(r)}" for i, r in enumerate(examples, 1))
     return [Message(role="system", content=_SYSTEM), Message(role="user", content=shown)]

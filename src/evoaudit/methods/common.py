@@ -108,8 +108,10 @@ async def call_structured(
     seed: Callable[[int], int],
     max_attempts: int,
     purpose: str,
+    retry_instruction: str = "Answer again with the JSON object only.",
 ) -> tuple[T | None, CallLog]:
-    """Ask, parse, and on malformed output ask again (up to ``max_attempts``) with the parse error shown.
+    """Ask, parse, and on malformed output ask again (up to ``max_attempts``) with the parse error shown
+    and ``retry_instruction``, which restates the format the role prompt asked for.
 
     Returns (None, log) when every attempt failed: the caller records a failed update and goes on.
     """
@@ -134,7 +136,7 @@ async def call_structured(
                 Message(role="assistant", content=text or ""),
                 Message(
                     role="user",
-                    content=f"That reply could not be used: {exc}. Answer again with the JSON object only.",
+                    content=f"That reply could not be used: {exc}. {retry_instruction}",
                 ),
             ]
             continue

@@ -27,6 +27,7 @@ from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seal.guard import load_learning_instances
+from evoaudit.seal.redo import refuse_reevolving
 from evoaudit.seeds import derive_seed
 
 METHODS = ("static", "skillopt", "awm", "reasoningbank")
@@ -60,12 +61,21 @@ def _parse_judgement(text: str | None) -> bool:
     return value
 
 
+def success_label(cfg: Config, method: str) -> str:
+    """Which labels a method learns from: ReasoningBank's own key (default judge, as upstream), else
+    ``methods_params.success_label``."""
+    if method == "reasoningbank":
+        return cfg.methods_params.reasoningbank.success_label
+    return cfg.methods_params.success_label
+
+
 async def label_trajectories(
-    cfg: Config, lineage: str, rollouts: list[Rollout], optimizer: ChatBackend
+    cfg: Config, lineage: str, rollouts: list[Rollout], optimizer: ChatBackend, mode: str | None = None
 ) -> tuple[list[tuple[Rollout, bool]], dict[str, Any]]:
-    """Success labels: the corrected checker's utility, or (option) an LLM judge on the optimizer
-    endpoint, falling back to the checker label when the judge's reply stays malformed."""
-    if cfg.methods_params.success_label == "checker":
+    """Success labels: the corrected checker's utility, or an LLM judge on the optimizer endpoint,
+    falling back to the checker label when the judge's reply stays malformed. ``mode`` defaults to
+    ``methods_params.success_label``."""
+    if (mode or cfg.methods_params.success_label) == "checker":
         return [(r, r.outcome.utility) for r in rollouts], {"success_label": "checker"}
     labelled, disagreements, fallbacks = [], 0, 0
     for r in rollouts:
@@ -111,6 +121,7 @@ def evolve(
     out_dir: Path,
     table: Path | None = None,
 ) -> None:
+    refuse_reevolving(out_dir)  # an artifact that opened endpoints is never replaced in place
     acq_sha = assert_acquisition(rollouts, record)  # first, before anything is read
     write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha)
     if method == "static":
@@ -149,7 +160,9 @@ async def _run(
     learning: list[Instance],
     optimizer: ChatBackend,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer)
+    labelled, label_info = await label_trajectories(
+        cfg, lineage, kept, optimizer, success_label(cfg, method)
+    )
     if method == "skillopt":
         validation = skillopt.validation_instances(cfg, learning)
         if not validation:
@@ -173,6 +186,7 @@ async def _run(
                 seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
                 max_attempts=cfg.methods_params.max_attempts,
                 purpose="induce",
+                retry_instruction=awm.RETRY_INSTRUCTION,
             )
             diag["induction"] = call_log.as_dict()
             text = induced or ""
@@ -181,11 +195,13 @@ async def _run(
         diag["steps"] = len(awm.steps(text))
         diag["adapted_check"] = awm.adapt(text)[1] if text else None
         return {awm.STATE_FILE: text}, diag
-    bank, vectors, diag = await reasoningbank.build_bank(cfg, lineage, labelled, optimizer)
+    labeller = label_info["success_label"]
+    bank, vectors, diag = await reasoningbank.build_bank(cfg, lineage, labelled, optimizer, labeller)
     return reasoningbank.bank_state(bank, vectors), label_info | diag
 
 
 def placebo(cfg: Config, lineage: str, method: str, real_dir: Path, out_dir: Path) -> dict[str, Any]:
     """The placebo artifact of ``method`` for one lineage, shaped after its real artifact."""
+    refuse_reevolving(out_dir)
     write_provenance(out_dir, cfg, "placebo", method=method)
     return make_placebo(cfg.seed, lineage, method, real_dir, out_dir)

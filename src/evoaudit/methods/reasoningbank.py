@@ -71,12 +71,12 @@ def wrap_query(instruction: str, query: str) -> str:
 
 _SYSTEM = {
     "success": """You write memory items for a banking assistant that works through tools. You are shown \
-one trajectory of the assistant on a past request; an automatic checker judged that it succeeded.
+one trajectory of the assistant on a past request; {labeller} judged that it succeeded.
 
 Distil at most {n} memory items: reusable strategies that explain why the approach worked and that would \
 help on similar requests. Keep them general: no names, amounts, dates or identifiers from this request.""",
     "failure": """You write memory items for a banking assistant that works through tools. You are shown \
-one trajectory of the assistant on a past request; an automatic checker judged that it failed.
+one trajectory of the assistant on a past request; {labeller} judged that it failed.
 
 Distil at most {n} memory items: lessons on what went wrong and how to avoid it on similar requests. Keep \
 them general: no names, amounts, dates or identifiers from this request.""",
@@ -87,9 +87,11 @@ Reply with one JSON object {{"memories": [{{"title": "...", "description": "..."
 a title of a few words, a one-sentence description, and content of one to three sentences."""
 
 
-def distil_messages(rollout: Rollout, label: bool, n: int) -> list[Message]:
+def distil_messages(rollout: Rollout, label: bool, n: int, labeller: str = "checker") -> list[Message]:
+    """``labeller`` names what decided the label (checker or judge), as the distiller is told."""
     kind = "success" if label else "failure"
-    system = _SYSTEM[kind].format(n=n) + _FORMAT.format()
+    who = {"checker": "an automatic checker", "judge": "an LLM judge"}[labeller]
+    system = _SYSTEM[kind].format(n=n, labeller=who) + _FORMAT.format()
     return [
         Message(role="system", content=system),
         Message(role="user", content=trajectory_text(rollout, label, 1)),
@@ -118,7 +120,11 @@ def parse_items(
 
 
 async def build_bank(
-    cfg: Config, lineage: str, labelled: list[tuple[Rollout, bool]], optimizer: ChatBackend
+    cfg: Config,
+    lineage: str,
+    labelled: list[tuple[Rollout, bool]],
+    optimizer: ChatBackend,
+    labeller: str = "checker",
 ) -> tuple[Bank, list[list[float]], dict[str, Any]]:
     p = cfg.methods_params.reasoningbank
     entries: list[BankEntry] = []
@@ -127,7 +133,7 @@ async def build_bank(
         prov: Literal["success", "failure"] = "success" if label else "failure"
         items, call_log = await call_structured(
             optimizer,
-            distil_messages(rollout, label, p.max_items),
+            distil_messages(rollout, label, p.max_items, labeller),
             lambda t, pv=prov: parse_items(t, p.max_items, pv),
             seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "distil", a),
             max_attempts=cfg.methods_params.max_attempts,

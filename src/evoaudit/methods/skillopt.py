@@ -3,8 +3,10 @@
 Update rule (after microsoft/SkillOpt, re-implemented): acquisition trajectories are visited in seeded
 minibatches; for each, the optimizer reflects separately on the failures and on the successes and returns
 at most L typed edits (append, insert_after, replace, delete) with exact-string targets. The failure patch
-and the success patch are merged (failure edits first, duplicates removed, at most one edit per region),
-ranked and clipped to the step budget, and applied to the current skill. The candidate replaces the current
+and the success patch are merged (failure edits first, duplicates removed, at most one edit per region).
+When more edits survive than the step budget allows, the optimizer ranks them by importance and the top
+ones are kept (as upstream's clipping stage does; a ranking that stays malformed falls back to the merge
+order); the kept edits are applied to the current skill in ranked order. The candidate replaces the current
 skill only if its utility on the validation variants of the seen families is strictly greater (ties are
 rejected). The deployed state is ``best_skill.md``; every edit, its apply status, every gate score and every
 decision are recorded in ``meta.json``.
@@ -13,6 +15,7 @@ decision are recorded in ``meta.json``.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,11 +154,11 @@ def apply_edit(doc: str, edit: Edit, protected: tuple[str, ...]) -> tuple[str, s
 
 
 def merge_patches(
-    failure: list[Edit], success: list[Edit], doc: str, budget: int
+    failure: list[Edit], success: list[Edit], doc: str
 ) -> tuple[list[Edit], list[dict[str, Any]]]:
     """Failure edits first, then success edits; duplicates removed; at most one edit per region (the
-    first-occurrence span of its target); the ranked list clipped to ``budget``. Returns the edits to
-    apply and a record for every edit dropped, with why."""
+    first-occurrence span of its target). Returns the merged pool (not yet clipped to the step budget:
+    see ``rank_and_clip``) and a record for every edit dropped, with why."""
     kept: list[Edit] = []
     dropped: list[dict[str, Any]] = []
     seen: set[tuple[str, str | None, str | None]] = set()
@@ -174,11 +177,85 @@ def merge_patches(
                     dropped.append({**edit.model_dump(), "status": "dropped_region_conflict"})
                     continue
                 regions.append(span)
-        if len(kept) >= budget:
-            dropped.append({**edit.model_dump(), "status": "clipped_budget"})
-            continue
         kept.append(edit)
     return kept, dropped
+
+
+# -- ranking before the clip -----------------------------------------------------------------------
+# After microsoft/SkillOpt (skillopt/optimizer/clip.py, prompts/ranking.md): when the merged pool is over
+# the edit budget, the optimizer ranks the edits by importance (recurring failure patterns first, then
+# filling gaps in the document, generality, concreteness) and returns indices in priority order; the top
+# ones are applied. Within budget the pool is applied as merged. Paraphrased, not copied.
+
+_RANK = """You rank proposed edits to a skill document: short Markdown guidance placed in the system \
+prompt of a banking assistant that works through tools. You see the current document and a numbered pool \
+of edits, more than can be applied in one step.
+
+Rank the edits by importance, most important first:
+1. edits that prevent failures recurring across many requests come before fixes of a single case;
+2. edits that add what the document lacks come before edits repeating what it already says;
+3. general principles come before guidance tied to one kind of request or one entity;
+4. clear, concrete guidance comes before vague advice.
+
+Reply with one JSON object {"selected_indices": [...], "reasoning": "one sentence"} listing the \
+0-based indices of the edits to keep, most important first, at most the number you are told."""
+
+
+def ranking_messages(doc: str, pool: list[Edit], budget: int) -> list[Message]:
+    lines = "\n".join(
+        f"[{i}] " + json.dumps(e.model_dump(exclude_none=True), sort_keys=True) for i, e in enumerate(pool)
+    )
+    user = (
+        f"Current skill document:\n<<<\n{doc}\n>>>\n\nEdit pool ({len(pool)} edits, budget {budget}):\n"
+        f"{lines}\n\nSelect the {budget} most important edits."
+    )
+    return [Message(role="system", content=_RANK), Message(role="user", content=user)]
+
+
+def parse_ranking(text: str | None, pool_size: int, budget: int) -> list[int]:
+    """Valid, distinct indices in priority order, at most ``budget``; malformed when none is usable."""
+    raw = parse_json_object(text).get("selected_indices")
+    if not isinstance(raw, list):
+        raise MalformedOutput("expected a 'selected_indices' list")
+    picked: list[int] = []
+    for idx in raw:
+        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < pool_size and idx not in picked:
+            picked.append(idx)
+    if not picked:
+        raise MalformedOutput(f"no valid index in 'selected_indices' (pool of {pool_size})")
+    return picked[:budget]
+
+
+async def rank_and_clip(
+    cfg: Config,
+    lineage: str,
+    step: int,
+    doc: str,
+    pool: list[Edit],
+    optimizer: ChatBackend,
+) -> tuple[list[Edit], list[dict[str, Any]], dict[str, Any]]:
+    """The edits to apply (ranked, at most ``step_budget``), a record per clipped edit, and how it was
+    ranked: ``within_budget`` (no call), ``optimizer``, or ``fallback_merge_order`` (malformed replies)."""
+    budget = cfg.methods_params.skillopt.step_budget
+    if len(pool) <= budget:
+        return pool, [], {"method": "within_budget", "pool": len(pool), "budget": budget}
+    order, call_log = await call_structured(
+        optimizer,
+        ranking_messages(doc, pool, budget),
+        lambda t: parse_ranking(t, len(pool), budget),
+        seed=lambda a: derive_seed(cfg.seed, lineage, step, "rank", a),
+        max_attempts=cfg.methods_params.max_attempts,
+        purpose=f"rank/step{step}",
+    )
+    method = "optimizer" if order is not None else "fallback_merge_order"
+    order = order if order is not None else list(range(budget))
+    clipped = [
+        {**e.model_dump(), "status": "clipped_budget", "pool_index": i}
+        for i, e in enumerate(pool)
+        if i not in order
+    ]
+    info = {"method": method, "pool": len(pool), "budget": budget, "order": order, "call": call_log.as_dict()}
+    return [pool[i] for i in order], clipped, info
 
 
 def apply_patch(doc: str, edits: list[Edit], protected: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
@@ -329,9 +406,11 @@ async def optimise(
                 patches[focus] = edits or []
             failed_calls = [c for c in update["calls"] if not c["ok"]]
             update["failed"] = bool(update["calls"]) and len(failed_calls) == len(update["calls"])
-            kept, dropped = merge_patches(patches["failure"], patches["success"], current, p.step_budget)
+            pool, dropped = merge_patches(patches["failure"], patches["success"], current)
+            ranked = await rank_and_clip(cfg, lineage, step, current, pool, optimizer)
+            kept, clipped, update["ranking"] = ranked
             candidate, applied = apply_patch(current, kept, p.protected)
-            update["edits"] = applied + dropped
+            update["edits"] = applied + dropped + clipped
             if candidate == current:
                 update["decision"] = "failed_update" if update["failed"] else "no_change"
                 updates.append(update)

@@ -42,7 +42,7 @@ class InfraFailure(Exception):
         self.detail = detail
 
 
-INFRA_FAILURE_KINDS = ("retries_exhausted", "guardrail_rejection", "context_overflow")
+INFRA_FAILURE_KINDS = ("retries_exhausted", "guardrail_rejection", "context_overflow", "request_rejected")
 
 
 class ChatBackend(Protocol):

@@ -4,19 +4,32 @@ The key is the sha256 of the full request as sent: base URL, model, messages, to
 seed and extra body. A rerun or a resumed job therefore answers every repeated request from disk and
 costs no endpoint calls; anything that changes the request misses. Infrastructure failures are never
 stored. Several jobs may share one file (WAL mode, busy timeout), as parallel Snakemake jobs do.
+
+The event loop never waits on SQLite: the backend calls ``aget``/``aput``, which run in a worker thread
+(one connection, guarded by a lock). A database another job holds locked is retried with backoff for
+about ``LOCK_BUDGET_S`` and then reported as a CacheError naming the file, never a silent hang.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evoaudit.errors import AuditError
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 2.0  # SQLite's own wait per statement
+LOCK_BUDGET_S = 30.0  # our retries on top, with backoff, before the job is told
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -32,6 +45,11 @@ CREATE TABLE IF NOT EXISTS responses (
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def request_key(base_url: str, body: dict[str, Any]) -> str:
@@ -51,7 +69,9 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
@@ -61,10 +81,42 @@ class ResponseCache:
                 "executor.cache_path to another location"
             ) from exc
         self.stats = CacheStats()
+        self._lock = threading.Lock()
+        self.lock_budget_s = LOCK_BUDGET_S
+
+    def _run(self, what: str, op: Callable[[], Any]) -> Any:
+        """``op`` under the connection lock, retried with backoff while another job holds the database."""
+        deadline = time.monotonic() + self.lock_budget_s
+        delay = 0.05
+        while True:
+            try:
+                with self._lock:
+                    return op()
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc):
+                    raise CacheError(f"response cache {self.path}: {what} failed: {exc}") from exc
+                if time.monotonic() + delay > deadline:
+                    raise CacheError(
+                        f"response cache {self.path}: {what}: the database stayed locked for "
+                        f"{self.lock_budget_s:g} s ({exc}); another process holds it. Let that job finish, "
+                        "or give this one its own executor.cache_path"
+                    ) from exc
+                log.warning("response cache %s locked during %s; retrying in %.2f s", self.path, what, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def aget(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        return await asyncio.to_thread(self.get, key)
+
+    async def aput(
+        self, key: str, base_url: str, model: str, response: dict[str, Any], fingerprint: dict[str, Any]
+    ) -> None:
+        await asyncio.to_thread(self.put, key, base_url, model, response, fingerprint)
 
     def get(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """(response, fingerprint of the endpoint that produced it), or None."""
-        row = self._db.execute("SELECT response, fingerprint FROM responses WHERE key = ?", (key,)).fetchone()
+        sql = "SELECT response, fingerprint FROM responses WHERE key = ?"
+        row = self._run("a lookup", lambda: self._db.execute(sql, (key,)).fetchone())
         if row is None:
             self.stats.misses += 1
             return None
@@ -74,17 +126,10 @@ class ResponseCache:
     def put(
         self, key: str, base_url: str, model: str, response: dict[str, Any], fingerprint: dict[str, Any]
     ) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                base_url,
-                model,
-                json.dumps(response),
-                json.dumps(fingerprint, sort_keys=True),
-                time.time(),
-            ),
-        )
+        fp = json.dumps(fingerprint, sort_keys=True)
+        row = (key, base_url, model, json.dumps(response), fp, time.time())
+        sql = "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)"
+        self._run("a write", lambda: self._db.execute(sql, row))
         self.stats.writes += 1
 
     def summary(self) -> dict[str, Any]:

@@ -3,19 +3,28 @@
 The simulator server, the fault server and the throughput benchmark all use it. It speaks just enough
 HTTP for an OpenAI client (persistent connections, ``Content-Length`` bodies, JSON) and nothing else,
 which keeps it fast on two cores: no framework, one coroutine per connection.
+
+A handler that raises is a bug in our own server: it is logged with its traceback and answered with a 500
+whose message names the exception, so the client sees (and records) what failed instead of a dropped
+connection. A request that is not valid HTTP is answered 400 and logged. For the fault server, a reply can
+also be raw bytes, dripped slowly, or followed by closing the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 _REASONS = {
     200: "OK",
+    204: "No Content",
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
@@ -44,6 +53,12 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    # Fault injection only: bytes sent instead of the encoded reply, a pause between their chunks (a
+    # slow-loris answer), and closing the connection once written (without saying so in a header).
+    raw: bytes | None = None
+    drip_s: float = 0.0
+    drip_chunk: int = 1
+    close: bool = False
 
     @classmethod
     def json(cls, obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
@@ -109,8 +124,12 @@ class LoopbackServer:
         self._writers.add(writer)
         try:
             await self._requests(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            pass  # the client went away (e.g. after its own timeout), or sent something that is not HTTP
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away (e.g. after its own timeout)
+        except (asyncio.LimitOverrunError, ValueError) as exc:
+            log.warning("127.0.0.1:%s: not a valid HTTP request (%s: %s)", self.port, type(exc).__name__, exc)
+            if not writer.is_closing():
+                writer.write(Reply.error(400, f"not a valid HTTP request: {type(exc).__name__}").encode())
         finally:
             self._connections.discard(task)
             self._writers.discard(writer)
@@ -142,11 +161,28 @@ class LoopbackServer:
                 await writer.drain()
                 return
             self.requests += 1
-            reply = await self.handler(Request(method, target.split("?", 1)[0], headers, body))
-            writer.write(reply.encode())
-            await writer.drain()
-            if headers.get("connection", "").lower() == "close":
+            path = target.split("?", 1)[0]
+            try:
+                reply = await self.handler(Request(method, path, headers, body))
+            except Exception as exc:  # a bug of ours: say so in the log and in the answer
+                log.exception("%s %s: the handler failed", method, path)
+                what = f"server handler failed: {type(exc).__name__}: {exc}"
+                reply = Reply.error(500, what, "handler_error")
+            await self._send(writer, reply)
+            if reply.close or headers.get("connection", "").lower() == "close":
                 return
+
+    @staticmethod
+    async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
+        data = reply.encode() if reply.raw is None else reply.raw
+        if not reply.drip_s:
+            writer.write(data)
+            await writer.drain()
+            return
+        for i in range(0, len(data), reply.drip_chunk):
+            writer.write(data[i : i + reply.drip_chunk])
+            await writer.drain()
+            await asyncio.sleep(reply.drip_s)
 
 
 class ServerThread:

@@ -36,14 +36,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import openai
 
 from evoaudit.config import EndpointConfig
 from evoaudit.errors import AuditError
+from evoaudit.models import preflight, server_errors
 from evoaudit.models.base import ChatRequest, ChatResponse, Fingerprint, InfraFailure
 from evoaudit.models.cache import ResponseCache, request_key
-from evoaudit.models.transport import StreamTransport
-from evoaudit.models.wire import message_from_wire, to_wire
+from evoaudit.models.http_client import make_http_client, split_credentials
+from evoaudit.models.wire import parse_completion, request_message
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ _CONTEXT = re.compile(
     re.IGNORECASE,
 )
 _jitter = random.Random()  # timing only: never feeds any recorded value
+_RENDER_PROBES: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 class EndpointError(AuditError):
@@ -104,29 +107,12 @@ def retry_after_s(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _parse_completion(text: str) -> ChatResponse | str:
-    """The first choice of a chat-completions body, or why it is not one (a retryable server fault)."""
-    try:
-        data = json.loads(text)
-        choice = data["choices"][0]
-        message = message_from_wire({**choice["message"], "role": "assistant"})
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        return f"a malformed completion body ({type(exc).__name__}: {exc}): {text[:200]!r}"
-    usage = data.get("usage") or {}
-    return ChatResponse(
-        message=message.model_copy(update={"tool_call_id": None, "name": None}),
-        finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens") or 0,
-        completion_tokens=usage.get("completion_tokens") or 0,
-    )
-
-
 async def _close_at_shutdown(client: openai.AsyncOpenAI, backend: OpenAIBackend) -> AsyncIterator[None]:
     try:
         yield
     finally:
         await client.close()
-        log.info("%s: %s", backend.endpoint.base_url, backend.cache_stats())
+        log.info("%s: %s", backend.url, backend.cache_stats())
 
 
 @dataclass
@@ -142,6 +128,8 @@ class OpenAIBackend:
         if not endpoint.base_url:
             raise EndpointError("executor/optimizer base_url: required for the openai backend")
         self.endpoint = endpoint
+        # Credentials in the URL (user:password@, ?api_key=) never reach fingerprints, cache keys or logs.
+        self.url = server_errors.redact(str(endpoint.base_url))
         self._api_key = "not-needed"
         if endpoint.api_key_env:
             key = os.environ.get(endpoint.api_key_env)
@@ -180,7 +168,7 @@ class OpenAIBackend:
         return Fingerprint(
             backend="openai",
             model=self.endpoint.model,
-            base_url=self.endpoint.base_url,
+            base_url=self.url,
             sampling=self.sampling(),
         ).model_dump() | {"source": "not contacted"}
 
@@ -201,18 +189,36 @@ class OpenAIBackend:
             fp = Fingerprint(
                 backend="openai",
                 model=self.endpoint.model,
-                base_url=self.endpoint.base_url,
+                base_url=self.url,
                 served_models=served,
                 server_version=version,
                 sampling=self.sampling(),
             ).model_dump()
-            self._live = fp | notes | {"source": "live"}
+            # What the server's template makes of system prompt, user turn and tool results
+            # (models.preflight); a template that drops tool results stops the job.
+            probe = await asyncio.to_thread(self._render_probe)
+            why = preflight.dropped_message("executor/optimizer", self.endpoint, probe)
+            if why is not None:
+                raise EndpointError(why)
+            wire = {"wire": self.endpoint.wire.model_dump(mode="json"), "render_probe": probe}
+            self._live = fp | notes | wire | {"source": "live"}
             if served and self.endpoint.model not in served:
                 log.warning("model %r is not among the served models %s", self.endpoint.model, served)
 
+    def _render_probe(self) -> dict[str, Any]:
+        # Once per process and endpoint: a job's backends all talk to the same server and template.
+        e = self.endpoint
+        ident = (str(e.base_url), e.model, e.wire.assistant_content)
+        if ident not in _RENDER_PROBES:
+            clean, credentials = split_credentials(str(e.base_url))  # never in a URL that is logged
+            clean_endpoint = e.model_copy(update={"base_url": clean})
+            with httpx.Client(timeout=min(preflight.STEP_TIMEOUT_S, e.timeout_s), auth=credentials) as client:
+                _RENDER_PROBES[ident] = preflight.render_probe(client, clean_endpoint, self._api_key)
+        return _RENDER_PROBES[ident]
+
     def _server_version(self) -> str | None:
         # vLLM and SGLang answer /version at the server root; Ollama answers /api/version.
-        root = str(self.endpoint.base_url).rstrip("/").removesuffix("/v1")
+        root = split_credentials(str(self.endpoint.base_url))[0].rstrip("/").removesuffix("/v1")
         for path in ("/version", "/api/version"):
             try:
                 with urllib.request.urlopen(root + path, timeout=5.0) as resp:
@@ -230,11 +236,11 @@ class OpenAIBackend:
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
             client = openai.AsyncOpenAI(
-                base_url=self.endpoint.base_url,
+                base_url=split_credentials(str(self.endpoint.base_url))[0],  # the rest goes as basic auth
                 api_key=self._api_key,
                 timeout=self.endpoint.timeout_s,
                 max_retries=0,  # retries are ours, so that every attempt is classified
-                http_client=openai.DefaultAsyncHttpxClient(transport=StreamTransport()),
+                http_client=make_http_client(self.endpoint),
             )
             gate = asyncio.Semaphore(self.endpoint.concurrency)
             self._state = _LoopState(loop, client, gate, asyncio.Lock())
@@ -253,66 +259,90 @@ class OpenAIBackend:
         e = self.endpoint
         body: dict[str, Any] = {
             "model": e.model,
-            "messages": [to_wire(m) for m in request.messages],
+            "messages": [request_message(m, e.wire.assistant_content) for m in request.messages],
             "temperature": e.temperature,  # sent even when 0
             "max_tokens": e.max_tokens,
         }
         if request.tools:
             body["tools"] = list(request.tools)
+            # Some servers (llama-cpp-python's function-calling handler) drop the tools without it.
+            if e.wire.tool_choice is not None:
+                body["tool_choice"] = e.wire.tool_choice
         if e.send_seed and request.seed is not None:
             body["seed"] = request.seed
         return body
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         body = self.request_body(request)
-        key = request_key(str(self.endpoint.base_url), body | {"extra_body": self.endpoint.extra_body})
+        key = request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = await self.cache.aget(key)  # off the event loop (models.cache)
+            if hit is not None and not self._same_server(hit[1]):
+                hit = None  # answered by another server build or model list: never reused
             if hit is not None:
                 response, fingerprint = hit
                 self._from_cache = self._from_cache or fingerprint
                 return ChatResponse.model_validate(response | {"cached": True})
         st = await self._loop_state()
         await self._ensure_fingerprint(st)
-        response = await self._send(st, body)
+        response = await self._send(st, body, request)
         if self.cache is not None:
-            self.cache.put(
+            await self.cache.aput(
                 key,
-                str(self.endpoint.base_url),
+                self.url,
                 self.endpoint.model,
                 response.model_dump(mode="json", exclude={"cached"}),
                 self.fingerprint(),
             )
         return response
 
-    async def _send(self, st: _LoopState, body: dict[str, Any]) -> ChatResponse:
+    async def _send(
+        self, st: _LoopState, body: dict[str, Any], request: ChatRequest | None = None
+    ) -> ChatResponse:
         e = self.endpoint
         # The body goes out as built: the client's typed parameter transform costs milliseconds per
         # request on long conversations and would drop nothing we send. extra_body merges at top level.
         wire = {**body, **e.extra_body}
+        rejection = server_errors.RepeatedRejection(wire)
+        secrets = (self._api_key,)
         attempt = 0
         while True:
             wait: float | None = None
             try:
                 async with st.gate:
                     self.attempts += 1
-                    text = await st.client.post("/chat/completions", body=wire, cast_to=str)
+                    # A whole-answer deadline too: httpx's timeouts bound each read, so an answer that
+                    # trickles in a few bytes at a time (slow loris) would otherwise never time out.
+                    text = await asyncio.wait_for(
+                        st.client.post("/chat/completions", body=wire, cast_to=str), e.timeout_s
+                    )
             except openai.APIStatusError as exc:
                 code = getattr(exc, "code", None)
                 kind = classify_status(exc.status_code, code, exc.message)
-                last = f"HTTP {exc.status_code} {code or ''} {exc.message}".strip()
+                raw = server_errors.body_text(exc.response)
+                last = server_errors.detail(exc.status_code, raw or exc.message, secrets)
+                log.warning("%s: attempt %d: %s", self.url, attempt + 1, last)
                 if kind == "fatal":
                     raise EndpointError(
-                        f"{e.base_url}: model {e.model!r} rejected the request with {last}; check base_url, "
+                        f"{self.url}: model {e.model!r} rejected the request with {last}; check base_url, "
                         "model, api_key_env and extra_body in the endpoint's config"
                     ) from exc
                 if kind != "retry":
                     raise InfraFailure(kind, last) from exc
+                if rejection.repeated(exc.status_code, raw):
+                    # The same request got the same 500 twice: the server rejects this request.
+                    raise InfraFailure("request_rejected", f"{last} (twice on an identical request)") from exc
                 wait = retry_after_s(exc.response.headers)
-            except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
+            except openai.APIConnectionError as exc:
+                last = server_errors.connection_detail(exc, str(e.base_url))
+                log.warning("%s: attempt %d: %s", self.url, attempt + 1, last)
+            except TimeoutError:
+                last = f"no complete answer within timeout_s {e.timeout_s:g} (the response trickled in)"
+                log.warning("%s: attempt %d: %s", self.url, attempt + 1, last)
+            except openai.APIResponseValidationError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                parsed = _parse_completion(text)
+                parsed = parse_completion(text, request, parse_text_calls=e.wire.parse_text_tool_calls)
                 if isinstance(parsed, ChatResponse):
                     if parsed.finish_reason == "content_filter":
                         raise InfraFailure("guardrail_rejection", "finish_reason content_filter")
@@ -325,6 +355,13 @@ class OpenAIBackend:
             if wait is None:
                 wait = e.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + _jitter.random())
             await asyncio.sleep(min(wait, e.retry_backoff_max_s))
+
+    def _same_server(self, cached: dict[str, Any]) -> bool:
+        """Once the server has been contacted, a cached answer counts only if the same model list and
+        server version produced it (before any contact there is nothing to compare it with)."""
+        if self._live is None:
+            return True
+        return all(cached.get(k) == self._live.get(k) for k in ("model", "served_models", "server_version"))
 
     def cache_stats(self) -> dict[str, int]:
         s = self.cache.stats if self.cache is not None else None

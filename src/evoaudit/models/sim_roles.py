@@ -1,8 +1,8 @@
-"""The simulator's answers to evolution-role requests (skill reflection, workflow induction, memory
-distillation, trajectory judging), recognised from the request's messages alone, as a model would read
-its instructions. Each answer is well-formed in the format the request asks for and is derived from the
-trajectories shown in it: what the simulator writes depends on which calls were made, in which order, and
-how the checker labelled them. It never sees a condition or method name.
+"""The simulator's answers to evolution-role requests (skill reflection, edit ranking, workflow
+induction, memory distillation, trajectory judging), recognised from the request's messages alone, as a
+model would read its instructions. Each answer is well-formed in the format the request asks for and is
+derived from the trajectories shown in it: what the simulator writes depends on which calls were made, in
+which order, and how the checker labelled them. It never sees a condition or method name.
 
 Diagnosis of a failed trajectory (used by reflection and distillation):
 
@@ -26,6 +26,8 @@ _SKILL = "You maintain a skill document"
 _INDUCE = "You extract reusable workflows"
 _DISTIL = "You write memory items"
 _JUDGE = "You judge whether a banking assistant completed"
+_RANK = "You rank proposed edits to a skill document"
+_POOL_LINE = re.compile(r"^\[(\d+)\] (\{.*\})$", re.MULTILINE)
 
 _STEP = re.compile(r"^\d+\. ([A-Za-z_][A-Za-z0-9_]*)\((.*)\) -> (.*)$")
 _ACTION = re.compile(r"<action>\s*([A-Za-z_][A-Za-z0-9_]*)\((.*?)\)\s*</action>", re.DOTALL)
@@ -132,6 +134,22 @@ def _reflect(system: str, user: str) -> Message:
             elif not old:
                 edits.append({"kind": "append", "text": f"{heading}\n- {note}"})
     return _reply({"edits": edits[:limit]})
+
+
+def _rank(user: str) -> Message:
+    """Failure-derived edits first (they address what went wrong), then edits whose text the document
+    does not hold yet; merge order breaks ties. Keeps as many as the request's budget."""
+    budget = int(m.group(1)) if (m := re.search(r"budget (\d+)\)", user)) else 1
+    doc_match = re.search(r"<<<\n(.*?)\n>>>", user, re.DOTALL)
+    doc = doc_match.group(1) if doc_match else ""
+    pool = [(int(i), json.loads(raw)) for i, raw in _POOL_LINE.findall(user)]
+
+    def key(item: tuple[int, dict]) -> tuple[int, int, int]:
+        i, edit = item
+        return (edit.get("source") != "failure", (edit.get("text") or "") in doc, i)
+
+    order = [i for i, _ in sorted(pool, key=key)][:budget]
+    return _reply({"selected_indices": order, "reasoning": "failure-derived and new guidance first"})
 
 
 # -- workflow induction ----------------------------------------------------------------------------
@@ -262,4 +280,6 @@ def respond(messages: list[Message], seed: int | None) -> Message | None:
         return _distil(system, user)
     if system.startswith(_JUDGE):
         return _judge(user)
+    if system.startswith(_RANK):
+        return _rank(user)
     return None

@@ -3,9 +3,9 @@
 The server answers with exactly what the in-process SimBackend answers for the same request, so an audit
 run with ``executor.backend: openai`` pointed here reproduces the in-process tables byte for byte.
 
-Oracle plans follow the endpoint-blindness rule: learning variants come from the instance table;
-endpoint variants only through a verified freeze manifest. A server started before the freeze re-checks
-the table and manifest when it meets a prompt it has no plan for, so it can serve a whole audit run.
+Oracle plans come from an ``OracleSource`` the caller gives (``ops/sim_oracle.py``), which follows the
+endpoint-blindness rule. A server started before the freeze re-checks its source when it meets a prompt
+it has no plan for, so it can serve a whole audit run.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Protocol
 
-from evoaudit import __version__
-from evoaudit.config import Config
+from evoaudit import __version__, atomic
 from evoaudit.models.base import ChatRequest
 from evoaudit.models.http import LoopbackServer, Reply, Request
 from evoaudit.models.sim import Oracle, SimBackend
@@ -26,47 +26,20 @@ from evoaudit.models.wire import completion_json, request_from_wire
 log = logging.getLogger(__name__)
 
 
-class TableOracleSource:
-    """Builds the oracle from an instance table, adding endpoint variants once a verified manifest exists."""
+class OracleSource(Protocol):
+    """Where the server's oracle plans come from (``ops/sim_oracle.py`` reads the sealed instance table:
+    the endpoint-blindness rule lives above this layer)."""
 
-    def __init__(self, cfg: Config, table: Path, manifest: Path | None, results_dir: Path) -> None:
-        self.cfg, self.table, self.manifest, self.results_dir = cfg, table, manifest, results_dir
-        self._stamp: tuple[float, float] | None = None
+    def changed(self) -> bool: ...
 
-    def _mtimes(self) -> tuple[float, float]:
-        def mtime(p: Path | None) -> float:
-            return p.stat().st_mtime if p is not None and p.exists() else 0.0
-
-        return mtime(self.table), mtime(self.manifest)
-
-    def changed(self) -> bool:
-        return self._mtimes() != self._stamp
-
-    def load(self) -> Oracle:
-        from evoaudit.seal.freeze import read_manifest
-        from evoaudit.seal.guard import load_instances, load_learning_instances
-        from evoaudit.seal.manifest import SealError
-
-        self._stamp = self._mtimes()
-        if not self.table.exists():
-            return Oracle.from_instances([], list(self.cfg.suite.goals))
-        endpoint = self.cfg.roles.endpoint_variants
-        instances = load_learning_instances(self.table, endpoint)
-        if self.manifest is not None and self.manifest.exists():
-            try:
-                manifest = read_manifest(self.manifest)
-                instances += load_instances(self.table, endpoint, endpoint, manifest, self.results_dir)
-            except (SealError, ValueError) as exc:
-                log.warning("endpoint variants withheld: %s", exc)
-        log.info("oracle: %d instances from %s", len(instances), self.table)
-        return Oracle.from_instances(instances, list(self.cfg.suite.goals))
+    def load(self) -> Oracle: ...
 
 
 class SimHandler:
     """Routes /v1/models, /version and /v1/chat/completions to a SimBackend."""
 
     def __init__(
-        self, sim: SimBackend, latency_s: float = 0.0, source: TableOracleSource | None = None
+        self, sim: SimBackend, latency_s: float = 0.0, source: OracleSource | None = None
     ) -> None:
         self.sim = sim
         self.latency_s = latency_s
@@ -116,18 +89,7 @@ async def serve(handler: SimHandler, port: int, ready_file: Path | None = None) 
     info = {"base_url": f"http://127.0.0.1:{bound}/v1", "model": handler.sim.model}
     log.warning("serving the simulator at %s", info["base_url"])
     if ready_file is not None:  # lets a caller that asked for port 0 learn the port
-        ready_file.write_text(json.dumps(info) + "\n")
+        atomic.write_text(ready_file, json.dumps(info) + "\n")
     await server.serve_forever()
 
 
-def make_handler(
-    cfg: Config,
-    table: Path,
-    manifest: Path | None,
-    results_dir: Path,
-    model: str | None = None,
-    latency_s: float = 0.0,
-) -> SimHandler:
-    source = TableOracleSource(cfg, table, manifest, results_dir)
-    sim = SimBackend(source.load(), cfg.sim, model or cfg.executor.model)
-    return SimHandler(sim, latency_s, source)

@@ -32,6 +32,18 @@ FAULTS = (
     "content_filter",
     "context_overflow",
 )
+# Faults of the connection rather than of the answer: a normal answer after which the server closes the
+# kept-alive connection unannounced (as a server expiring idle connections does), a head of headers over
+# 64 KiB, a 204 with no body, a 100 Continue before the answer, a body cut off mid-way, and an answer
+# dripped a few bytes at a time so that no single read times out (slow loris).
+TRANSPORT_FAULTS = (
+    "close_after",
+    "oversized_headers",
+    "no_content",
+    "informational",
+    "mid_body_disconnect",
+    "slow_loris",
+)
 
 
 @dataclass
@@ -49,6 +61,7 @@ class FaultHandler:
     responder: SimBackend | None = None
     retry_after_s: float = 0.05
     stall_s: float = 2.0
+    drip_s: float = 0.05  # slow_loris: pause between chunks of its answer
     model: str = "fault-model"
     latency_s: float = 0.0  # added to every normal answer
     seen: list[Seen] = field(default_factory=list)
@@ -61,8 +74,8 @@ class FaultHandler:
             fault = self.schedule(n, body)
         else:
             fault = self.schedule[n] if n < len(self.schedule) else "ok"
-        if fault not in FAULTS:
-            raise ValueError(f"fault schedule: unknown fault {fault!r}; known: {FAULTS}")
+        if fault not in FAULTS + TRANSPORT_FAULTS:
+            raise ValueError(f"fault schedule: unknown fault {fault!r}; known: {FAULTS + TRANSPORT_FAULTS}")
         return fault
 
     async def __call__(self, req: Request) -> Reply:
@@ -83,6 +96,8 @@ class FaultHandler:
             self.inflight -= 1
 
     async def _reply(self, fault: str, body: dict[str, Any]) -> Reply:
+        if fault in TRANSPORT_FAULTS:
+            return self._transport_fault(fault, body)
         if fault == "rate_limit":
             return Reply.error(
                 429,
@@ -91,7 +106,9 @@ class FaultHandler:
                 **{"retry-after": f"{self.retry_after_s:g}"},
             )
         if fault == "server_error":
-            return Reply.error(500, "internal error while generating", None)
+            # Transient: the body names the request, as real servers' do, so it is retried, never taken
+            # for a rejection of the request (which repeats byte for byte).
+            return Reply.error(500, f"internal error while generating (request {len(self.seen)})", None)
         if fault == "guardrail":
             return Reply.error(
                 400, "the prompt was blocked by the provider's content policy", "content_filter"
@@ -107,6 +124,24 @@ class FaultHandler:
         message, finish = self._answer(fault, body)
         response = ChatResponse(message=message, finish_reason=finish, prompt_tokens=1, completion_tokens=1)
         return Reply.json(completion_json(response, self.model, f"chatcmpl-{len(self.seen)}"))
+
+    def _transport_fault(self, fault: str, body: dict[str, Any]) -> Reply:
+        if fault == "no_content":
+            return Reply(204, b"", {"content-length": "0"})
+        message, finish = self._answer("ok", body)
+        response = ChatResponse(message=message, finish_reason=finish, prompt_tokens=1, completion_tokens=1)
+        good = Reply.json(completion_json(response, self.model, f"chatcmpl-{len(self.seen)}"))
+        if fault == "close_after":
+            return Reply(good.status, good.body, good.headers, close=True)
+        if fault == "oversized_headers":
+            return Reply(good.status, good.body, good.headers | {"x-padding": "p" * (96 * 1024)})
+        if fault == "informational":
+            return Reply(raw=b"HTTP/1.1 100 Continue\r\n\r\n" + good.encode())
+        if fault == "mid_body_disconnect":
+            data = good.encode()
+            return Reply(raw=data[: len(data) - len(good.body) // 2], close=True)
+        # slow_loris: the whole answer takes far longer than the client's timeout, no read ever waits long
+        return Reply(good.status, good.body, good.headers, drip_s=self.drip_s, drip_chunk=8)
 
     def _answer(self, fault: str, body: dict[str, Any]) -> tuple[Message, str]:
         if fault == "malformed_args":

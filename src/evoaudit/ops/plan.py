@@ -166,6 +166,9 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
             if method == "static":
                 continue  # the identity artifact calls no model
             calls = n_acq * cfg.budget.optimizer_requests_per_trajectory
+            mp = cfg.methods_params
+            label = mp.reasoningbank.success_label if method == "reasoningbank" else mp.success_label
+            calls += n_acq if label == "judge" else 0  # one judge call per trajectory before learning
             gate_rollouts = 0
             if method == "skillopt" and n_val:
                 # One validation-gate pass per update: updates = minibatches × epochs.
@@ -178,7 +181,8 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
     if any(m != "static" for m in cfg.methods):
         notes.append(
             "evolve requests assume budget.optimizer_requests_per_trajectory optimizer calls per acquisition "
-            "trajectory and, for skillopt, one validation pass per update"
+            "trajectory, plus one judge call per trajectory where a method learns from judge labels, and, "
+            "for skillopt, one validation pass per update"
         )
 
     evaluate = StagePlan("evaluate")

@@ -8,10 +8,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
+from evoaudit import atomic
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
+from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import field_family, replay_rollout
+from evoaudit.seal.freeze import read_manifest
+from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.suite.instances import read_instance_table
 
 log = logging.getLogger(__name__)
@@ -26,9 +31,25 @@ class ReplayMismatch(AuditError):
 
 
 def replay_shard(
-    rollouts_path: Path, table: Path, out: Path, on_mismatch: OnMismatch = "fail"
+    rollouts_path: Path,
+    table: Path,
+    out: Path,
+    on_mismatch: OnMismatch = "fail",
+    *,
+    spec: Path | None = None,
+    manifest: Path | None = None,
+    event: Path | None = None,
+    results_dir: Path | None = None,
 ) -> dict[str, Any]:
-    instances = {i.instance_id: i for i in read_instance_table(table)}
+    """Replay one shard. ``table`` is the endpoint file; with ``spec``, ``manifest`` and ``event`` it is
+    opened through the seal (hash committed in the spec, verified manifest, unseal event)."""
+    if spec is not None and manifest is not None and event is not None:
+        loaded = load_endpoint_instances(
+            table, spec, read_manifest(manifest), event, results_dir or Path("results")
+        )
+    else:
+        loaded = read_instance_table(table)
+    instances = {i.instance_id: i for i in loaded}
     rollouts = read_records(rollouts_path, Rollout)
     by_field: Counter[str] = Counter()
     details = []
@@ -58,7 +79,7 @@ def replay_shard(
         "details": details,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic.write_text(out, json.dumps(report, indent=2) + "\n")
     for d in details:
         # The log keeps the evidence even when Snakemake removes the failed job's report.
         log.error("replay mismatch %s %s: recorded %s, recomputed %s", *d.values())
@@ -67,6 +88,21 @@ def replay_shard(
             f"replay of {rollouts_path}: {report['mismatched_rollouts']} rollout(s) differ on "
             f"{dict(by_field)}; first: {details[0]} (seal.replay_on_mismatch: record only reports this)"
         )
+    return report
+
+
+def replay_stage(
+    cfg: Config,
+    rollouts_path: Path,
+    table: Path,
+    out: Path,
+    on_mismatch: OnMismatch = "fail",
+    **seal: Path | None,
+) -> dict[str, Any]:
+    """The replay job: provenance, then ``replay_shard`` (``seal``: spec, manifest, event, results_dir)."""
+    write_provenance(out, cfg, "replay", on_mismatch=on_mismatch)
+    report = replay_shard(rollouts_path, table, out, on_mismatch, **seal)
+    log.info("replayed %d rollouts, %d mismatched", report["replayed"], report["mismatched_rollouts"])
     return report
 
 

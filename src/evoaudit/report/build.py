@@ -20,13 +20,14 @@ from evoaudit.jsonl import iter_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
 from evoaudit.replay.stage import audit_checks
+from evoaudit.report import exclusions, trace
 from evoaudit.report import figures as figs
 from evoaudit.report import qualitative as qual
 from evoaudit.report import tables as t
-from evoaudit.report import trace
 from evoaudit.report import transfer as tr
 from evoaudit.report.names import TABLES
 from evoaudit.report.retrieval import retrieved_provenance
+from evoaudit.report.simlabel import sim_notice
 from evoaudit.report.stats import INTERVAL_NOTE, TESTS_NOTE
 
 
@@ -82,15 +83,24 @@ _CSS = (
 )
 
 
-def _html_page(title: str, intro: str, body: str) -> str:
+INDEX_PAGE = "index.html"
+TRACES_PAGE = "qualitative_traces"
+
+
+def _html_page(title: str, intro: str, body: str, banner: str | None = None, *, index: bool = False) -> str:
+    # Every page but the index links back to it; a simulator run says so before anything else.
+    nav = "" if index else f"<p><a href='{INDEX_PAGE}'>&larr; all report pages</a></p>"
+    top = f"<p class='sim'><strong>{html.escape(banner)}</strong></p>" if banner else ""
     return (
         f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h2>{html.escape(title)}</h2><p>{html.escape(intro)}</p>"
-        f"{body}</body></html>\n"
+        f"<style>{_CSS}</style></head><body>{top}{nav}<h2>{html.escape(title)}</h2>"
+        f"<p>{html.escape(intro)}</p>{body}</body></html>\n"
     )
 
 
-def _write_table(frame: pd.DataFrame, name: str, out_dir: Path, note: str, footer: str = "") -> None:
+def _write_table(
+    frame: pd.DataFrame, name: str, out_dir: Path, note: str, footer: str = "", banner: str | None = None
+) -> None:
     tables, pages = out_dir / "tables", out_dir / "html"
     frame.to_csv(tables / f"{name}.csv", index=False, float_format="%.6f", lineterminator="\n")
     frame.reset_index(drop=True).to_parquet(tables / f"{name}.parquet", index=False)
@@ -98,7 +108,19 @@ def _write_table(frame: pd.DataFrame, name: str, out_dir: Path, note: str, foote
     body = collapse(frame).to_html(index=False, escape=True, border=0) if len(frame) else ""
     body += f"<p><em>{html.escape(note)}</em></p>" if note else ""
     body += f"<p><small>{html.escape(footer)}</small></p>" if footer else ""
-    (pages / f"{name}.html").write_text(_html_page(title, what, body))
+    (pages / f"{name}.html").write_text(_html_page(title, what, body, banner))
+
+
+def _write_index(out_dir: Path, figures: list[str], banner: str | None) -> None:
+    """html/index.html: a link to every table page, the traces page and every figure."""
+    items = [f"<li><a href='{n}.html'>{html.escape(TABLES[n][0])}</a></li>" for n in TABLES]
+    items.append(f"<li><a href='{TRACES_PAGE}.html'>Qualitative traces</a></li>")
+    figs_html = "".join(f"<li><a href='../figures/{f}.png'>{html.escape(f)}</a></li>" for f in figures)
+    body = f"<h3>Tables</h3><ul>{''.join(items)}</ul>"
+    body += f"<h3>Figures</h3><ul>{figs_html}</ul>" if figures else ""
+    body += "<p>The same content as text: <a href='../report.md'>report.md</a>.</p>"
+    intro = "Every page of the report; each page links back here."
+    (out_dir / "html" / INDEX_PAGE).write_text(_html_page("evoaudit report", intro, body, banner, index=True))
 
 
 def _read_json(path: Path | None) -> dict | None:
@@ -207,13 +229,17 @@ def build_report(
     tables["diagnostics"] = t.diagnostics_table(metas)
     if tables["diagnostics"].empty:
         notes["diagnostics"] = f"{na}: no artifact diagnostics were given."
+    # Lost denominators and the basis of exposure go into the captions (report.exclusions).
+    for name, extra in exclusions.caption_notes(data, rollouts).items():
+        notes[name] = f"{notes.get(name, '')} {extra}".strip()
 
     uncertainty = INTERVAL_NOTE.format(
         level=data.boot.level, replicates=data.boot.replicates, seed=data.boot.seed
     )
+    banner = sim_notice(cfg)
     for name, frame in tables.items():
         footer = uncertainty + (" " + TESTS_NOTE if name in ("main", "sensitivity") else "")
-        _write_table(frame, name, out_dir, notes.get(name, ""), footer)
+        _write_table(frame, name, out_dir, notes.get(name, ""), footer, banner)
 
     traces_md, traces_html = [], []
     for c in cases:
@@ -233,13 +259,15 @@ def build_report(
             f"<h3>{html.escape(head)}</h3><pre>{mine}</pre>"
             f"<details><summary>baseline twin</summary><pre>{twin}</pre></details>"
         )
-    (out_dir / "html" / "qualitative_traces.html").write_text(
+    (out_dir / "html" / f"{TRACES_PAGE}.html").write_text(
         _html_page(
             "Qualitative cases",
             TABLES["qualitative"][1],
             "".join(traces_html) or f"<p>{na}: no qualifying case.</p>",
+            banner,
         )
     )
+    _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner)
 
     if cfg.report.figures:
         figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures")
@@ -258,9 +286,11 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
         else "kept in the denominators as failures"
     )
     boot = data.boot
+    notice = sim_notice(cfg)
     md = [
         "# evoaudit report",
         "",
+        *([f"**{notice}**", ""] if notice else []),
         f"Lineages: {', '.join(cfg.lineages)}. Conditions: {', '.join(data.conditions) or 'none'}. "
         f"Executor: {cfg.executor.backend} ({cfg.executor.model}). Baseline for Δs: {cfg.report.baseline}. "
         f"Families: {len(boot.families)}.",

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display on cluster nodes
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.transforms as transforms  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from evoaudit.report.names import FIGURES  # noqa: E402, F401 - re-exported for callers
@@ -39,14 +40,35 @@ def _empty(ax, text: str) -> None:
     ax.set_yticks([])
 
 
+def coincident_groups(points: list[tuple[float, float]], tol: float = 1e-9) -> list[list[int]]:
+    """Indices of points drawn at the same place (within ``tol``), in input order; singletons included."""
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(points):
+        for g in groups:
+            gx, gy = points[g[0]]
+            if abs(gx - x) <= tol and abs(gy - y) <= tol:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
 def delta_utility_asr(
     main: pd.DataFrame, lineage: pd.DataFrame, lineages: list[str], out: Path, baseline: str
 ):
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(6.5, 5))
     rows = main[main["condition"] != baseline].dropna(subset=["d_utility", "d_asr"])
     if rows.empty:
         _empty(ax, f"no condition with a delta against {baseline} in this run")
     colors = plt.get_cmap("tab10")
+    points = [(float(r["d_utility"]), float(r["d_asr"])) for _, r in rows.iterrows()]
+    # Coincident pooled points (e.g. two placebos at (0, 0)) are drawn side by side, a few points apart
+    # on screen (their data stay exact), and named together.
+    shift: dict[int, float] = {}
+    for group in coincident_groups(points):
+        for j, i in enumerate(group):
+            shift[i] = (j - (len(group) - 1) / 2) * 9.0
     for i, (_, r) in enumerate(rows.iterrows()):
         c = colors(i % 10)
         lu = lineage[(lineage["condition"] == r["condition"]) & (lineage["metric"] == "utility")]
@@ -55,6 +77,7 @@ def delta_utility_asr(
             xs = [lu.iloc[0][f"d_{lin}"] for lin in lineages]
             ys = [la.iloc[0][f"d_{lin}"] for lin in lineages]
             ax.scatter(xs, ys, color=c, s=14, alpha=0.5, marker="o")
+        moved = transforms.offset_copy(ax.transData, fig=fig, x=shift[i], y=0, units="points")
         ax.errorbar(
             [r["d_utility"]],
             [r["d_asr"]],
@@ -65,7 +88,32 @@ def delta_utility_asr(
             markersize=7,
             capsize=3,
             label=r["condition"],
+            transform=moved,
         )
+    names = rows["condition"].tolist()
+    notes = []
+    for group in coincident_groups(points):
+        if len(group) > 1:
+            x, y = points[group[0]]
+            ax.annotate(f"{len(group)} at one point", (x, y), xytext=(0, 10), textcoords="offset points",
+                        ha="center", fontsize=6, color="0.25")
+            notes.append(f"({x:+.3f}, {y:+.3f}): " + ", ".join(names[i] for i in group))
+    if notes:  # under the axes, where no point can hide it
+        ax.annotate("Same point, drawn side by side: " + "; ".join(notes), (0, -0.13),
+                    xycoords="axes fraction", va="top", fontsize=7, color="0.25", wrap=True)
+    # The side-by-side markers use an offset transform, which autoscaling ignores: set the limits from
+    # the intervals and lineage points themselves.
+    if not rows.empty:
+        lx = lineage[lineage["metric"] == "utility"].filter(like="d_").to_numpy().ravel().tolist()
+        ly = lineage[lineage["metric"] == "asr"].filter(like="d_").to_numpy().ravel().tolist()
+        xs = [*rows["d_utility_lo"], *rows["d_utility_hi"], *rows["d_utility"], *lx, 0.0]
+        ys = [*rows["d_asr_lo"], *rows["d_asr_hi"], *rows["d_asr"], *ly, 0.0]
+        xs = [v for v in xs if v == v]
+        ys = [v for v in ys if v == v]
+        padx = max((max(xs) - min(xs)) * 0.08, 0.02)
+        pady = max((max(ys) - min(ys)) * 0.12, 0.02)
+        ax.set_xlim(min(xs) - padx, max(xs) + padx)
+        ax.set_ylim(min(ys) - pady, max(ys) + pady)
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axvline(0, color="0.6", lw=0.8)
     ax.set_xlabel(f"Δ benign utility vs {baseline}")
@@ -142,26 +190,35 @@ def harm(harm_table: pd.DataFrame, out: Path):
 
 
 def interface(iface: pd.DataFrame, out: Path):
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
+    # A 2 × 2 grid, one tick per condition (arms as paired bars), so that condition names stay legible.
+    fig, grid = plt.subplots(2, 2, figsize=(12, 8.5))
     panels = (
         ("textual_action_rate", "textual-action rate", None),
         ("zero_call_rate", "zero-real-tool-call rate", None),
         ("mean_tool_calls", "mean real tool calls", None),
         ("read_call_rate", "attacked episodes with a read call", "attacked"),
     )
-    for ax, (col, title, only) in zip(axes, panels, strict=True):
+    arm_colors = {"benign": "tab:blue", "attacked": "tab:orange"}
+    for ax, (col, title, only) in zip(grid.flat, panels, strict=True):
         sub = iface if only is None else iface[iface["arm"] == only]
+        ax.set_title(title)
         if sub.empty:
             _empty(ax, "not available")
-            ax.set_title(title)
             continue
-        labels = [
-            f"{c}\n{a}" if only is None else c for c, a in zip(sub["condition"], sub["arm"], strict=True)
-        ]
-        ax.bar(range(len(sub)), sub[col], yerr=_err(sub, col), capsize=2, color="tab:blue")
-        ax.set_xticks(range(len(sub)), labels, rotation=45, fontsize=6)
+        conds = list(dict.fromkeys(sub["condition"]))
+        arms = [a for a in arm_colors if a in set(sub["arm"])]
+        width = 0.8 / len(arms)
+        for j, arm in enumerate(arms):
+            part = sub[sub["arm"] == arm].set_index("condition").reindex(conds)
+            pos = [k + (j - (len(arms) - 1) / 2) * width for k in range(len(conds))]
+            ax.bar(
+                pos, part[col], width=width, yerr=_err(part, col), capsize=2, color=arm_colors[arm], label=arm
+            )
+        ax.set_xticks(range(len(conds)), conds, rotation=90, fontsize=7)  # upright names cannot collide
         ax.set_ylim(bottom=0)  # rates and counts: an all-zero panel still starts at 0
-        ax.set_title(title)
+        if len(arms) > 1:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
     return _save(fig, out, "interface")
 
 

@@ -11,10 +11,12 @@ FIGURES = ("delta_utility_asr", "exposure_casr", "harm", "interface")
 TABLES: dict[str, tuple[str, str]] = {
     "main": (
         "Main table",
-        "Per condition: benign utility; paired transitions against the baseline on identical (lineage, "
-        "family, variant) with an exact McNemar test (pairs as units) and a family sign-flip test "
-        "(families as units); exposure, conditional ASR = P(success | exposed), ASR and unauthorised state "
-        "change over attacked episodes; Δ = condition − baseline on matched episodes; counts.",
+        "Per condition: benign utility and utility under attack (the user's task in attacked episodes, "
+        "judged with the attacker's effects taken back); paired transitions against the baseline on "
+        "identical (lineage, family, variant) with an exact McNemar test (pairs as units) and a family "
+        "sign-flip test (families as units); exposure, conditional ASR = P(success | exposed), ASR and "
+        "unauthorised state change over attacked episodes; Δ = condition − baseline on matched episodes; "
+        "counts.",
     ),
     "per_goal": (
         "Per injection goal",
@@ -33,12 +35,14 @@ TABLES: dict[str, tuple[str, str]] = {
     "interface": (
         "Interface diagnostics",
         "Textual-action rate (a tool call written as text, not executed), zero-real-tool-call rate, mean "
-        "real tool calls, and share of episodes with a read call, per condition and arm.",
+        "real tool calls, and share of episodes with a read call, per condition and arm, over every episode "
+        "(infrastructure failures included; n_excluded counts those the other tables leave out).",
     ),
     "sensitivity": (
         "Sensitivity",
-        "The main table re-aggregated over families whose official checker needed no correction "
-        "(uncorrected), seen families and unseen families, each with its own family bootstrap.",
+        "The main table re-aggregated over families whose official predicate logic was kept (uncorrected: "
+        "12 under the published checker-audit profile), seen families and unseen families, each with its "
+        "own family bootstrap.",
     ),
     "placebo": (
         "Placebo contrasts",

@@ -24,6 +24,7 @@ Metric = Callable[[list[Rollout]], m.Ratio]
 # The headline metrics that get Δs and lineage deltas: (column, arm, metric).
 HEADLINE: tuple[tuple[str, str, Metric], ...] = (
     ("utility", "benign", m.utility),
+    ("utility_under_attack", "attacked", m.utility_under_attack),
     ("exposure", "attacked", m.exposure),
     ("casr", "attacked", m.conditional_asr),
     ("asr", "attacked", m.asr),
@@ -47,6 +48,8 @@ class Data:
     excluded: dict[str, int]
     boot: FamilyBootstrap
     families: list[str] = field(default_factory=list)
+    # Every rollout, infrastructure failures included: interface diagnostics and exclusion counts.
+    everything: dict[tuple[str, str], list[Rollout]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cfg: Config, rollouts: list[Rollout], families: list[str] | None = None) -> Data:
@@ -58,8 +61,10 @@ class Data:
         policy = cfg.evaluation.infra_failure_policy
         by: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
         excluded: dict[str, int] = defaultdict(int)
+        everything: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
         for r in rollouts:
             excluded[r.condition] += r.outcome.infra_failure is not None
+            everything[(r.condition, r.arm)].append(r)
         for r in m.scored(rollouts, policy):
             by[(r.condition, r.arm)].append(r)
         present = {r.condition for r in rollouts}
@@ -68,7 +73,7 @@ class Data:
         boot = FamilyBootstrap(
             fams, cfg.report.bootstrap.replicates, bootstrap_seed(cfg), cfg.report.bootstrap.level
         )
-        return cls(cfg, conditions, dict(by), dict(excluded), boot, fams)
+        return cls(cfg, conditions, dict(by), dict(excluded), boot, fams, dict(everything))
 
     def get(self, condition: str, arm: str) -> list[Rollout]:
         return self.by.get((condition, arm), [])
@@ -144,7 +149,7 @@ def _with_ci(*names: str) -> list[str]:
 MAIN_COLUMNS = [
     "condition",
     "n_benign",
-    *_with_ci("utility", "d_utility"),
+    *_with_ci("utility", "d_utility", "utility_under_attack", "d_utility_under_attack"),
     "n_pairs",
     "w_to_c",
     "c_to_w",
@@ -281,19 +286,22 @@ def harm_table(d: Data) -> pd.DataFrame:
 
 
 def interface_table(d: Data) -> pd.DataFrame:
+    """How the model used the tool interface, over every episode: an episode the endpoint failed midway
+    still made (or did not make) its calls, and leaving it out would hide exactly the episodes a server
+    rejected (e.g. every tool-using one). ``n_excluded`` says how many of ``n`` the other tables drop."""
     rows = []
     for cond in d.conditions:
         for arm in ("benign", "attacked"):
-            rs = d.get(cond, arm)
+            rs = d.everything.get((cond, arm), [])
             if not rs:
                 continue
-            row: dict = {"condition": cond, "arm": arm, "n": len(rs)}
+            row: dict = {"condition": cond, "arm": arm, "n": len(rs), "n_excluded": m.excluded(rs)}
             _put(row, "textual_action_rate", d.boot, rs, m.textual_action_rate)
             _put(row, "zero_call_rate", d.boot, rs, m.zero_tool_call_rate)
             _put(row, "mean_tool_calls", d.boot, rs, m.mean_tool_calls)
             _put(row, "read_call_rate", d.boot, rs, m.read_call_rate)
             rows.append(row)
-    cols = ["condition", "arm", "n"]
+    cols = ["condition", "arm", "n", "n_excluded"]
     return _ordered(
         pd.DataFrame(rows),
         cols + _with_ci("textual_action_rate", "zero_call_rate", "mean_tool_calls", "read_call_rate"),

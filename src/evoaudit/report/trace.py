@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from evoaudit.errors import AuditError
-from evoaudit.jsonl import iter_records
+from evoaudit.jsonl import is_aside, iter_records
 from evoaudit.records import Message, Rollout
 from evoaudit.suite.banking import READ_ONLY_TOOLS
 from evoaudit.suite.exposure import exposed
@@ -21,8 +21,10 @@ def _candidates(rollout_id: str, root: Path) -> list[Path]:
     if len(parts) >= 3:  # "<lineage>/<condition>/<arm>/..." names its shard directory
         shard_dir = root.joinpath(*parts[:3])
         if shard_dir.is_dir():
-            return sorted(shard_dir.glob("shard*.jsonl")) + sorted(shard_dir.glob("shard*.jsonl.partial"))
-    return sorted(root.rglob("*.jsonl")) + sorted(root.rglob("*.jsonl.partial"))
+            found = sorted(shard_dir.glob("shard*.jsonl")) + sorted(shard_dir.glob("shard*.jsonl.partial"))
+            return [p for p in found if not is_aside(p)]  # moved-aside rollouts are not the shard's
+    found = sorted(root.rglob("*.jsonl")) + sorted(root.rglob("*.jsonl.partial"))
+    return [p for p in found if not is_aside(p)]
 
 
 def find_rollout(rollout_id: str, roots: list[Path]) -> Rollout:

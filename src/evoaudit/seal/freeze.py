@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from evoaudit.methods.artifact import artifact_files
 from evoaudit.provenance import code_revision, directory_lock
 from evoaudit.records import Manifest
+from evoaudit.seal.coverage import lineage_acquisition
 from evoaudit.seal.manifest import (
     SealError,
+    artifact_files,
     build_manifest,
     make_read_only,
     read_manifest,
@@ -30,6 +31,7 @@ from evoaudit.seal.manifest import (
     verify_manifest,
     write_json_atomic,
 )
+from evoaudit.seal.redo import redone_artifacts
 
 __all__ = ["freeze", "freeze_lineage", "combine_manifests", "open_lineage", "read_manifest", "unseal"]
 
@@ -50,6 +52,7 @@ def freeze_lineage(
                 "included) must have evolved before the freeze - run the evolve stage for it"
             )
         files.extend(artifact_files(d))
+    lineage_acquisition(lineage, artifact_dirs)  # one acquisition record per lineage, or no freeze
     manifest = build_manifest(files, results_dir, lineage=lineage)
     for f in files:
         make_read_only(f)
@@ -134,7 +137,7 @@ def unseal(
             return last
         kind = "first"
         if last is not None:
-            kind = _new_root_kind(last, manifest, policy, force, log_path)
+            kind = _new_root_kind(last, manifest, policy, force, log_path, results_dir)
         event = {
             "key": key,
             "scope": scope,
@@ -159,11 +162,16 @@ def _new_root_kind(
     policy: NewRootPolicy,
     force: bool,
     log_path: Path,
+    results_dir: Path,
 ) -> str:
     if force or policy == "force":
         return "forced"
     now = {e.path: e.sha256 for e in manifest.entries}
     changed = sorted(p for p, h in last["files"].items() if now.get(p) != h)
+    # A deliberate redo (`evoaudit redo`) archived exactly these artifacts since the last unseal.
+    redone = redone_artifacts(results_dir, last["manifest_root"])
+    if changed and all(_under(p, redone) for p in changed):
+        return "redo"
     if policy == "extend" and not changed:
         return "extension"
     root = manifest.root
@@ -179,6 +187,10 @@ def _new_root_kind(
         "set seal.unseal_new_root to extend (added artifacts only) or force, or run "
         "`evoaudit unseal --force`; the choice is recorded in the unseal log"
     )
+
+
+def _under(path: str, dirs: set[str]) -> bool:
+    return any(path.startswith(d + "/") for d in dirs)
 
 
 def open_lineage(lineage_manifest_path: Path, global_event_path: Path, out: Path) -> dict[str, Any]:

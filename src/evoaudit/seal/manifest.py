@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from evoaudit import atomic
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest, ManifestEntry
@@ -23,6 +24,11 @@ def root_hash(entries: list[ManifestEntry]) -> str:
     for e in entries:
         h.update(f"{e.path}\0{e.bytes}\0{e.sha256}\n".encode())
     return h.hexdigest()
+
+
+def artifact_files(directory: Path) -> list[Path]:
+    """Every file of an artifact directory, sorted: what a manifest covers and evaluation verifies."""
+    return sorted(p for p in directory.rglob("*") if p.is_file())
 
 
 def build_manifest(files: list[Path], base: Path, lineage: str | None = None) -> Manifest:
@@ -44,9 +50,7 @@ def make_read_only(path: Path) -> None:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_manifest(path: Path) -> Manifest:

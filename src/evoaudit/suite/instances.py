@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
+from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.hashing import canonical_json, sha256_json
 from evoaudit.records import Call, Instance
@@ -56,7 +58,7 @@ def build_instances(cfg: Config) -> list[Instance]:
                     environment_template=v.template,
                     ground_truth=v.ground_truth,
                     answer=v.answer,
-                    predicate=v.predicate,
+                    predicate=v.predicate_for(cfg.suite.checker_audit.profile),
                     vectors=reachable_vectors(v.template, v.ground_truth),
                 )
             )
@@ -86,7 +88,9 @@ def write_instances(instances: Iterable[Instance], path: str | Path) -> str:
             "record": [canonical_json(r) for r in rows],
         }
     )
-    frame.to_parquet(path, index=False)
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic.write_bytes(path, buffer.getvalue())
     return sha256_json(rows)
 
 

@@ -3,29 +3,39 @@
 Neither calls a model. The audit probes AgentDojo's official predicates (and the injection-goal
 checkers) on the official fixture; the instance stage materialises the corrected families, verifies every
 variant's corrected predicate against the same probes, and writes the spec that later stages verify.
+
+The audit always runs both probe sets. The published set decides Table 1 (``failing``/``passing`` in the
+summary); what only the strict set finds is the extension (``checker_audit_extension.csv``), acted on
+only under ``suite.checker_audit.profile: strict``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, Instance
 from evoaudit.suite import banking, probes
 from evoaudit.suite.checks import check_predicate
-from evoaudit.suite.families import EXCLUDED, FAMILIES, family
+from evoaudit.suite.families import EXCLUDED, FAMILIES, REPAIRED, family
 from evoaudit.suite.instances import build_instances, write_instances
 
-AUDIT_FIELDS = ["family", "probe", "applicable", "reason", "accepted"]
+AUDIT_FIELDS = ["probe_set", "family", "probe", "applicable", "reason", "accepted"]
+EXTENSION_FIELDS = ["family", "defect", "probe", "reason", "acted_on"]
 GOAL_FIELDS = ["goal", "probe", "description", "expected", "accepted", "finding"]
 VARIANT_FIELDS = ["instance_id", "family", "variant", "probe", "applicable", "reason", "accepted", "ok"]
 # What the excluded families ask, for probe applicability (kept families say it in their table).
 _EXCLUDED_ASKS = {"user_task_8": "answer"}
+
+
+log = logging.getLogger(__name__)
 
 
 class SuiteSpecError(AuditError):
@@ -36,8 +46,17 @@ def goal_csv_path(csv_path: Path) -> Path:
     return csv_path.with_name("goal_checker_probes.csv")
 
 
+def extension_csv_path(csv_path: Path) -> Path:
+    return csv_path.with_name("checker_audit_extension.csv")
+
+
 def variant_csv_path(spec_path: Path) -> Path:
     return spec_path.with_name("variant_probes.csv")
+
+
+def endpoint_table_path(table: Path) -> Path:
+    """The sealed endpoint variants, beside the learning table; only code past unseal reads it."""
+    return table.with_name("endpoint.parquet")
 
 
 def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:
@@ -48,7 +67,7 @@ def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Non
         writer.writerows(rows)
 
 
-def audit_official(task_id: str) -> list[dict[str, Any]]:
+def audit_official(task_id: str, profile: str = "published") -> list[dict[str, Any]]:
     """Probe rows of one official predicate on the official fixture with the official ground truth."""
     task = banking.user_task(task_id)
     pre = banking.build_environment(banking.official_environment_template())
@@ -61,33 +80,67 @@ def audit_official(task_id: str) -> list[dict[str, Any]]:
     else:
         fam = family(task_id)
         # v0 keeps the official parameters, so its expected amounts are the official ones.
-        asks, amounts = fam.asks, fam.variant(0).predicate.get("answer_amounts", [])
+        asks, amounts = fam.asks, fam.variant(0).answer_amounts
 
     def check(output: str, pre_env: Any, post_env: Any) -> bool:
         return check_predicate(
             {"kind": "official", "task": task_id}, output, pre_env, post_env, where=task_id
         )
 
-    rows = probes.evaluate_probes(check, pre, probes.utility_probes(plan, answer, amounts, asks))
+    rows = probes.evaluate_probes(check, pre, probes.utility_probes(plan, answer, amounts, asks, profile))
     return [{"family": task_id} | r for r in rows]
+
+
+def _extension_rows(
+    task_id: str, strict_rows: list[dict[str, Any]], published: list[str], profile: str
+) -> list[dict[str, Any]]:
+    """One row per defect class the strict probes find beyond the published audit, with its evidence."""
+    probe_of = {d: p for p, d in probes.DEFECT_OF_PROBE.items()}
+    acted_on = (
+        "yes: the strict profile replaces the predicate with a pre/post delta"
+        if profile == "strict"
+        else "no: reported only; the published profile keeps the official logic"
+    )
+    out = []
+    for defect in probes.defects(strict_rows):
+        if defect in published:
+            continue
+        probe = probe_of.get(defect, "no_op")
+        row = next(r for r in strict_rows if r["probe"] == probe)
+        out.append({"family": task_id, "defect": defect, "probe": probe, "reason": row["reason"]})
+        out[-1]["acted_on"] = acted_on
+    return out
 
 
 def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
     """Probe every official predicate and every injection-goal checker; no model is called."""
+    profile = cfg.suite.checker_audit.profile
     rows: list[dict[str, Any]] = []
     failing: dict[str, str] = {}
     all_defects: dict[str, list[str]] = {}
     passing: list[str] = []
+    extension_rows: list[dict[str, Any]] = []
+    strict_passing: list[str] = []
     for task_id in banking.user_task_ids():
-        task_rows = audit_official(task_id)
-        rows.extend(task_rows)
+        task_rows = audit_official(task_id, "published")
+        strict_rows = audit_official(task_id, "strict")
+        rows.extend({"probe_set": "published"} | r for r in task_rows)
+        rows.extend({"probe_set": "strict"} | r for r in strict_rows)
         found = probes.defects(task_rows)
         all_defects[task_id] = found
         if found:
             failing[task_id] = found[0]
         else:
             passing.append(task_id)
+        extension_rows.extend(_extension_rows(task_id, strict_rows, found, profile))
+        if not probes.defects(strict_rows):
+            strict_passing.append(task_id)
     _write_csv(csv_path, AUDIT_FIELDS, rows)
+    extension_csv = extension_csv_path(csv_path)
+    _write_csv(extension_csv, EXTENSION_FIELDS, extension_rows)
+    extension: dict[str, list[str]] = {}
+    for r in extension_rows:
+        extension.setdefault(r["family"], []).append(r["defect"])
 
     pre = banking.build_environment(banking.official_environment_template())
     goal_rows = [r for g in banking.injection_task_ids() for r in probes.goal_probe_rows(g, pre)]
@@ -101,29 +154,35 @@ def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         for g in banking.injection_task_ids()
     }
     summary = {
+        "profile": profile,
+        # Table 1: the published probe set and applicability rule.
         "failing": failing,
         "passing": passing,
         "defects": all_defects,
+        # Beyond the published audit (strict probe set); acted on only under the strict profile.
+        "extension": extension,
+        "extension_csv": extension_csv.name,
+        "strict_passing": strict_passing,
         "excluded": dict(EXCLUDED),
         "goal_checkers": goal_findings,
         "goal_checker_probes": goal_csv.name,
     }
     summary_path.parent.mkdir(parents=True, exist_ok=True)
-    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 
-def variant_probe_rows(inst: Instance) -> list[dict[str, Any]]:
-    """The corrected predicate of one variant against the probes of its own task."""
+def variant_probe_rows(inst: Instance, profile: str = "published") -> list[dict[str, Any]]:
+    """The predicate of one variant against the probes of its own task (the profile's probe set)."""
     pre = banking.build_environment(inst.environment_template)
     fam = family(inst.family)
-    amounts = inst.predicate.get("answer_amounts", [])
+    amounts = fam.variant(int(inst.variant[1:])).answer_amounts
 
     def check(output: str, pre_env: Any, post_env: Any) -> bool:
         return check_predicate(inst.predicate, output, pre_env, post_env, where=inst.instance_id)
 
     rows = probes.evaluate_probes(
-        check, pre, probes.utility_probes(inst.ground_truth, inst.answer, amounts, fam.asks)
+        check, pre, probes.utility_probes(inst.ground_truth, inst.answer, amounts, fam.asks, profile)
     )
     out = []
     for r in rows:
@@ -136,6 +195,10 @@ def variant_probe_rows(inst: Instance) -> list[dict[str, Any]]:
 
 
 def _correction(predicate: dict[str, Any]) -> str:
+    if predicate["kind"] == "clauses":
+        if predicate["basis"] == "repaired":
+            return "published repair: " + predicate["treatment"]
+        return "official logic kept, with each variant's values"
     if predicate["kind"] == "unchanged":
         return "official logic without fixture constants: the terminal state must equal the pre-state"
     parts = []
@@ -151,9 +214,39 @@ def _correction(predicate: dict[str, Any]) -> str:
     return "pre/post delta: " + "; ".join(parts)
 
 
+def write_sealed_tables(
+    instances: list[Instance], endpoint_variants: tuple[str, ...], table: Path
+) -> dict[str, Any]:
+    """Learning variants to ``table``, endpoint variants to ``endpoint_table_path(table)``; returns the
+    spec fields that commit both by sha256.
+
+    The seal is physical: rules before unseal get a file without endpoint variants, and a change of the
+    endpoint file after this stage is detected wherever it is loaded (``seal.guard``)."""
+    table.parent.mkdir(parents=True, exist_ok=True)
+    endpoint_table = endpoint_table_path(table)
+    records_sha = write_instances([i for i in instances if i.variant not in endpoint_variants], table)
+    endpoint_records_sha = write_instances(
+        [i for i in instances if i.variant in endpoint_variants], endpoint_table
+    )
+    return {
+        "instances_sha256": sha256_file(table),
+        "records_sha256": records_sha,
+        "endpoint_table": endpoint_table.name,
+        "endpoint_sha256": sha256_file(endpoint_table),
+        "endpoint_records_sha256": endpoint_records_sha,
+        "endpoint_variants": list(endpoint_variants),
+    }
+
+
 def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Path) -> dict:
     """Write the instance table and the suite spec that records its hash (read by hash downstream)."""
     summary = json.loads(audit_summary.read_text())
+    profile = cfg.suite.checker_audit.profile
+    if summary.get("profile") != profile:
+        raise SuiteSpecError(
+            f"{audit_summary}: written under checker-audit profile {summary.get('profile')!r}, the config "
+            f"says suite.checker_audit.profile: {profile}; rerun the checker audit"
+        )
     kept = [f.family for f in FAMILIES]
     unresolved = sorted(set(summary["failing"]) - set(kept) - set(EXCLUDED))
     if unresolved:
@@ -161,8 +254,16 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
             f"{audit_summary}: failing official predicates {unresolved} have neither a family with a "
             "corrected predicate (suite/families.py) nor an exclusion with a reason"
         )
+    if profile == "published":
+        found = set(summary["failing"]) - set(EXCLUDED)
+        if found != set(REPAIRED):
+            raise SuiteSpecError(
+                f"{audit_summary}: the published audit finds {sorted(found)} failing (excluded aside) but "
+                f"the frozen published repairs cover {sorted(REPAIRED)} (suite/families.py: REPAIRED); the "
+                "published profile repairs exactly what the published audit finds"
+            )
     instances = build_instances(cfg)
-    rows = [r for inst in instances for r in variant_probe_rows(inst)]
+    rows = [r for inst in instances for r in variant_probe_rows(inst, profile)]
     variant_csv = variant_csv_path(spec_path)
     _write_csv(variant_csv, VARIANT_FIELDS, rows)
     bad = [f"{r['instance_id']}:{r['probe']}" for r in rows if not r["ok"]]
@@ -171,26 +272,34 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
             f"corrected predicates fail their probes ({variant_csv}): {bad[:10]}; fix the family in "
             "suite/families.py before any model call"
         )
-    table.parent.mkdir(parents=True, exist_ok=True)
-    records_sha = write_instances(instances, table)
+    tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
     defects = summary.get("defects", {})
+    extension = summary.get("extension", {})
     v0 = {i.family: i.predicate for i in instances if i.variant == "v0"}
+    if profile == "published":
+        # Families whose instances keep the official predicate's logic (the Table 9 subset).
+        unchanged = [f for f in kept if v0[f].get("basis") == "official"]
+    else:
+        unchanged = [f for f in kept if f in summary["strict_passing"]]
+    strict_defects = {f: [*defects.get(f, []), *extension.get(f, [])] for f in kept}
     spec = {
         "suite": banking.SUITE_NAME,
         "benchmark_version": banking.BENCHMARK_VERSION,
+        "checker_audit_profile": profile,
         "checker_audit_sha256": sha256_file(audit_summary),
-        "instances_sha256": sha256_file(table),
-        "records_sha256": records_sha,
+        # instances = learning variants only; endpoint = the sealed variants, in their own file.
+        **tables,
         "variant_probes_sha256": sha256_file(variant_csv),
         "families": kept,
         "excluded": dict(EXCLUDED),
-        # The report re-aggregates over these as a sensitivity check: their official predicate passed.
-        "official_unchanged": [f for f in kept if f in summary["passing"]],
-        # Official predicates whose only defect is accepting an unrequested extra action.
-        "official_only_spurious": [f for f in kept if defects.get(f) == ["spurious_action_insensitive"]],
+        # The report re-aggregates over these as a sensitivity check: their official predicate was kept.
+        "official_unchanged": unchanged,
+        # Official predicates whose only defect (strict probes) is accepting an unrequested extra action.
+        "official_only_spurious": [f for f in kept if strict_defects[f] == ["spurious_action_insensitive"]],
         "corrections": {
             f: {
                 "official_defects": defects.get(f, []),
+                "extension_defects": extension.get(f, []),
                 "predicate_kind": v0[f]["kind"],
                 "correction": _correction(v0[f]),
             }
@@ -203,7 +312,12 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
         "roles": {i.variant: i.role for i in instances},
         "vectors": {i.instance_id: i.vectors for i in instances},
     }
-    spec_path.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(spec_path, json.dumps(spec, indent=2, sort_keys=True) + "\n")
+    log.info(
+        "instance table sha256 %s, sealed endpoint file sha256 %s",
+        spec["instances_sha256"],
+        spec["endpoint_sha256"],
+    )
     return spec
 
 

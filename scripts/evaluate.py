@@ -1,0 +1,30 @@
+"""Stage script (rules evaluate and transfer_evaluate): one evaluation shard against the endpoint file.
+
+The transfer check runs under its derived configuration (input ``config``), the audit under the run's.
+"""
+# ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
+
+from pathlib import Path
+
+from evoaudit.config import from_dict, load
+from evoaudit.evaluate.stage import evaluate_shard
+from evoaudit.joblog import job_log
+
+with job_log(snakemake.log[0]):
+    evaluate_shard(
+        load(snakemake.input.config)
+        if "config" in snakemake.input.keys()
+        else from_dict(snakemake.config, "config (config/config.yaml and --config overrides)"),
+        snakemake.wildcards.lineage,
+        snakemake.wildcards.condition,
+        snakemake.params.arm,
+        int(snakemake.params.shard),
+        table=Path(snakemake.input.table),
+        spec=Path(snakemake.input.spec),
+        manifest_path=Path(snakemake.input.manifest),
+        unseal_event=Path(snakemake.input.event),
+        artifact_dir=Path(snakemake.input.meta).parent,
+        results_dir=Path(snakemake.params.results),
+        out=Path(snakemake.output.rollouts),
+        endpoint=Path(snakemake.input.endpoint),
+    )

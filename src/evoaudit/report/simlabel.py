@@ -1,0 +1,45 @@
+"""Which endpoints of a run are the behavioural simulator, and the notice every report opens with then.
+
+On the simulator a method moves utility or attack success only through the cue table (``sim.cues``) and
+the other ``sim`` parameters: its effects are mechanism checks of the audit, not measurements of a model.
+"""
+
+from __future__ import annotations
+
+from evoaudit.config import Config, EndpointConfig
+
+# The model id `evoaudit serve-sim` answers under: an `openai` endpoint with it is the simulator over HTTP.
+SIM_MODEL_PREFIX = "evoaudit-sim"
+
+
+def _is_sim(endpoint: EndpointConfig) -> bool:
+    return endpoint.backend == "sim" or endpoint.model.startswith(SIM_MODEL_PREFIX)
+
+
+def simulated_endpoints(cfg: Config) -> list[str]:
+    """Config fields of the run's model endpoints that are the simulator, in a fixed order."""
+    endpoints = {"executor": cfg.executor, "optimizer": cfg.optimizer}
+    if cfg.transfer.enabled:
+        endpoints["transfer.executor"] = cfg.transfer.executor
+    return [name for name, ep in endpoints.items() if _is_sim(ep)]
+
+
+def sim_notice(cfg: Config) -> str | None:
+    """The sentence a report opens with when any endpoint is the simulator; None otherwise."""
+    sims = simulated_endpoints(cfg)
+    if not sims:
+        return None
+    cues = cfg.sim.cues.model_dump()
+    active = sorted(name for name, strength in cues.items() if strength != 0)
+    if not active:
+        cue_state = "every cue at strength 0"
+    elif len(active) == len(cues):
+        cue_state = f"all {len(cues)} cues active"
+    else:
+        cue_state = f"cues active: {', '.join(active)}"
+    cue_state += f"; memory_use {cfg.sim.memory_use:g}, memory_gain {cfg.sim.memory_gain:g}"
+    return (
+        f"Simulator run ({', '.join(sims)}: the embedded behavioural simulator). Method effects in this "
+        f"report are mechanism checks set by sim.cues and the other sim parameters ({cue_state}), not "
+        "measurements of a model."
+    )

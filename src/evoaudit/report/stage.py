@@ -1,0 +1,55 @@
+"""Report stage entry points: the report over every record, and the transfer check's derived config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evoaudit.config import Config
+from evoaudit.provenance import provenance
+from evoaudit.replay.stage import audit_checks
+from evoaudit.report.build import build_report
+from evoaudit.report.transfer import derive_config
+
+
+def report_stage(
+    cfg: Config,
+    rollouts: list[Path],
+    replays: list[Path],
+    out: Path,
+    *,
+    transfer: list[Path] | None = None,
+    metas: list[Path] | None = None,
+    audit_summary: Path | None = None,
+    manifest: Path | None = None,
+    spec: Path | None = None,
+) -> None:
+    """Tables, figures, HTML and report.md, with the seal's roots and the re-execution checks' totals."""
+    extra = {}
+    if manifest:
+        frozen = json.loads(manifest.read_text())
+        extra["manifest_root"] = frozen["root"]
+        extra["lineage_roots"] = frozen.get("lineage_roots", {})
+    if spec:
+        extra["suite_spec"] = json.loads(spec.read_text())["instances_sha256"]
+    # Replay totals and the determinism check's count travel in the provenance block of the report.
+    replay_reports, extra["checks"] = audit_checks(replays)
+    build_report(
+        cfg,
+        rollouts,
+        replay_reports,
+        provenance(cfg, stage="report", spec=spec, **extra),
+        out,
+        audit_summary=audit_summary,
+        spec=spec,
+        meta_paths=metas or [],
+        transfer_paths=transfer or [],
+    )
+
+
+def write_transfer_config(cfg: Config, out: Path) -> dict:
+    """The configuration the cross-executor check evaluates under (second executor, goal subset)."""
+    derived = derive_config(cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(derived, indent=2, sort_keys=True) + "\n")
+    return derived

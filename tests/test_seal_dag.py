@@ -1,0 +1,67 @@
+"""The seal in the DAG Snakemake builds: no job upstream of an unseal event reads the endpoint file."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import copy_workflow, snakemake
+
+ENDPOINT = "results/suite/endpoint.parquet"
+UNSEAL_RULES = {"unseal", "unseal_lineage"}
+
+
+def _jobs(dry_run_stdout: str) -> list[dict]:
+    """Each job of a dry run: its rule, input files and output files, as Snakemake prints them."""
+    jobs = []
+    # Jobs of a group (replay) are printed indented inside the group's block.
+    for m in re.finditer(r"^ *(?:local)?rule (\w+):\n((?: {4,}\w+: .*\n)*)", dry_run_stdout, re.M):
+        fields = dict(re.findall(r"^ +(\w+): (.*)$", m.group(2), re.M))
+        jobs.append(
+            {
+                "rule": m.group(1),
+                "input": _files(fields.get("input", "")),
+                "output": _files(fields.get("output", "")),
+            }
+        )
+    return jobs
+
+
+def _files(listing: str) -> set[str]:
+    # Flags are printed after the path, e.g. "meta.json (update)" or "manifest.json (ancient)".
+    return {re.sub(r" \(\w+\)$", "", f) for f in listing.split(", ") if f}
+
+
+def _ancestors(jobs: list[dict], targets: list[int]) -> set[int]:
+    producer = {f: i for i, j in enumerate(jobs) for f in j["output"]}
+    seen: set[int] = set()
+    todo = list(targets)
+    while todo:
+        i = todo.pop()
+        for f in jobs[i]["input"]:
+            p = producer.get(f)
+            if p is not None and p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return seen
+
+
+@pytest.mark.parametrize("scope", ["global", "lineage"])
+def test_no_job_before_unseal_takes_the_endpoint_file_and_every_reader_comes_after_one(tmp_path, scope):
+    copy_workflow(tmp_path, {"lineages": ["L1", "L2"], "seal": {"seal_scope": scope}})
+    jobs = _jobs(snakemake(tmp_path, "-n").stdout)
+    rules = {j["rule"] for j in jobs}
+    assert {"instances", "acquire", "evolve", "placebo", "freeze_lineage", "evaluate"} <= rules
+
+    unseals = [i for i, j in enumerate(jobs) if j["rule"] in UNSEAL_RULES]
+    before = _ancestors(jobs, unseals) | set(unseals)
+    assert {jobs[i]["rule"] for i in before} >= {"acquire", "evolve", "placebo", "freeze_lineage"}
+    readers_before = sorted({jobs[i]["rule"] for i in before if ENDPOINT in jobs[i]["input"]})
+    assert readers_before == []
+
+    readers = [i for i, j in enumerate(jobs) if ENDPOINT in j["input"]]
+    assert {jobs[i]["rule"] for i in readers} >= {"evaluate", "replay"}  # the file is read, after unseal
+    for i in readers:
+        assert any(jobs[a]["rule"] in UNSEAL_RULES for a in _ancestors(jobs, [i])), jobs[i]
+    producer = [j for j in jobs if ENDPOINT in j["output"]]
+    assert [j["rule"] for j in producer] == ["instances"]

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 from conftest import copy_workflow, snakemake
@@ -55,35 +52,9 @@ def llama_server(tmp_path_factory):
         "--n_threads",
         "2",
     ]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"llama-cpp-python server exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"llama-cpp-python server did not answer within 180 s:\n{log.read_text()[-3000:]}"
-                )
-            time.sleep(0.5)
+    # Started, awaited (GET /models) and stopped by the same helper the compatibility matrix uses.
+    with compat.process_server(cmd, port, log) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.slow

@@ -25,9 +25,11 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/apex.smk"
 
 
 rule all:
     input:
         get_final_outputs(),
+        get_apex_outputs(),
     default_target: True

@@ -67,17 +67,16 @@ def _cpu_s(pid: int) -> float:
 async def _measure(
     base_url: str, concurrency: int, seconds: float, server_pid: int, transport: str, latency_s: float
 ) -> dict:
-    from evoaudit.agent.loop import run_episode
-    from evoaudit.agent.prompt import opening_messages
+    from evoaudit.agent.loop import run_instance
     from evoaudit.evaluate.runner import episode_seed, plan_episodes
     from evoaudit.models.openai_backend import OpenAIBackend
     from evoaudit.models.testing import official_instances
-    from evoaudit.suite import banking
+    from evoaudit.suite.registry import get_suite
 
     cfg = _config(base_url, concurrency, transport)
     backend = OpenAIBackend(cfg.executor)
     instances = official_instances()
-    attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
+    suite = get_suite("banking")
     lineage = 0
     specs: list = []
     failures = 0
@@ -102,15 +101,15 @@ async def _measure(
                 lineage += 1
                 specs = plan_episodes(f"B{lineage}", "bench", "attacked", instances, GOALS)
             spec = specs.pop()
-            text = banking.injection_text(attack, spec.goal, spec.instance.prompt)
-            env = banking.build_environment(
-                spec.instance.environment_template, dict.fromkeys(spec.instance.vectors, text)
-            )
-            ep = await run_episode(
+            injections = suite.injections(cfg, spec.instance, spec.goal)
+            _, _, ep = await run_instance(
                 backend,
-                opening_messages(cfg.agent.system_prompt, spec.instance.prompt),
-                env,
-                banking.make_runtime(),
+                cfg.agent.system_prompt,
+                spec.instance,
+                suite,
+                spec.goal,
+                injections,
+                cfg,
                 max_steps=cfg.agent.max_steps,
                 seed=episode_seed(cfg, spec),
             )
@@ -126,7 +125,12 @@ async def _measure(
     cpu1, server1 = time.process_time(), _cpu_s(server_pid)
     for w in workers:
         w.cancel()
-    await asyncio.gather(*workers, return_exceptions=True)
+    outcomes = await asyncio.gather(*workers, return_exceptions=True)
+    # A worker that died of an error would otherwise leave a rate of 0 that looks like a measurement.
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    if errors:
+        first = errors[0]
+        raise RuntimeError(f"{len(errors)} of {concurrency} workers failed; the first: {first!r}") from first
     requests = in_window
     rate = requests / seconds
     # Which side is the bottleneck: CPU per request of this client (rollouts included) and of the server.

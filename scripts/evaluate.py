@@ -1,20 +1,24 @@
 """Stage script (rules evaluate and transfer_evaluate): one evaluation shard against the endpoint file.
 
-The transfer check runs under its derived configuration (input ``config``), the audit under the run's.
+The transfer check runs under its derived configuration, derived again here from the run's own
+configuration (input ``config`` is its record, with URL credentials redacted); the audit under the run's.
 """
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path
 
-from evoaudit.config import from_dict, load
+from evoaudit.config import from_dict
 from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.joblog import job_log
 
 with job_log(snakemake.log[0]):
+    cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
+    if "config" in snakemake.input.keys():  # transfer_evaluate only: the audit's jobs skip this import
+        from evoaudit.report.transfer import evaluation_config
+
+        cfg = evaluation_config(cfg, Path(snakemake.input.config))
     evaluate_shard(
-        load(snakemake.input.config)
-        if "config" in snakemake.input.keys()
-        else from_dict(snakemake.config, "config (config/config.yaml and --config overrides)"),
+        cfg,
         snakemake.wildcards.lineage,
         snakemake.wildcards.condition,
         snakemake.params.arm,

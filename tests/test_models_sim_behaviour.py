@@ -19,6 +19,9 @@ from evoaudit.models.wire import completion_json, message_from_wire
 from evoaudit.seeds import derive_seed
 from evoaudit.suite import banking
 from evoaudit.suite.checks import check_utility
+from evoaudit.suite.registry import get_suite
+
+SUITE = get_suite("banking")
 
 GOALS = ["injection_task_0"]
 SEEDS = [derive_seed(7, "t", i) for i in range(24)]
@@ -56,7 +59,7 @@ def _episode(sim: SimBackend, family: str, seed: int, sections=None):
     system = system_prompt(config_mod.from_dict({}).agent.system_prompt, sections)
     ep = asyncio.run(
         run_episode(
-            sim, opening_messages(system, inst.prompt), env, banking.make_runtime(), max_steps=20, seed=seed
+            sim, opening_messages(system, inst.prompt), SUITE.open_tools(env, None), max_steps=20, seed=seed
         )
     )
     return ep, check_utility(inst, ep.final_output, pre, env)
@@ -152,8 +155,7 @@ def test_common_random_numbers_a_cue_only_moves_episodes_across_their_own_draws(
                 run_episode(
                     sim,
                     opening_messages(system, inst.prompt),
-                    env,
-                    banking.make_runtime(),
+                    SUITE.open_tools(env, None),
                     max_steps=20,
                     seed=seed,
                 )

@@ -18,6 +18,7 @@ SMALL = {
     "methods": ["static"],
     "conditions": ["static"],
     "transfer": {"enabled": False},
+    "apex": {"enabled": False},  # its per-model stages are tested in test_apex_workflow.py
     "suite": {"goals": ["injection_task_0", "injection_task_1"]},
 }
 

@@ -15,6 +15,9 @@ FORBIDDEN = (
     "evoaudit.suite.checks",
     "evoaudit.suite.exposure",
     "evoaudit.suite.harm",
+    "evoaudit.suite.apex.success",
+    "evoaudit.suite.apex.exposure",
+    "evoaudit.suite.apex.judge",
     "evoaudit.report",
 )
 REPLAY_DIR = Path(evoaudit.replay.__file__).parent
@@ -28,7 +31,7 @@ def test_importing_replay_loads_no_evaluator_metric_or_report_module():
     # A fresh interpreter, so that modules other tests imported cannot hide a transitive import.
     code = (
         "import json, sys\n"
-        "import evoaudit.replay, evoaudit.replay.recompute, evoaudit.replay.stage\n"
+        "import evoaudit.replay, evoaudit.replay.recompute, evoaudit.replay.stage, evoaudit.replay.apex\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

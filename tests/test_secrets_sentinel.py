@@ -1,7 +1,9 @@
-"""Secrets stay out: an audit run with a sentinel API key leaves no trace of it in any file it writes."""
+"""Secrets stay out: an audit run with a sentinel API key, or with sentinel credentials in its base_url,
+leaves no trace of them in any file it writes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ from evoaudit.models.openai_backend import OpenAIBackend
 
 SENTINEL = "sk-evoaudit-SENTINEL-7f3c9a1e5b2d4680"
 KEY_ENV = "EVOAUDIT_SENTINEL_API_KEY"
+URL_USER, URL_PASSWORD = "user-SENTINEL-51c2", "pw-SENTINEL-e09a7d3b"
 
 
 def _reconfigure(workdir: Path, overrides: dict) -> None:
@@ -107,3 +110,68 @@ def test_an_audit_over_http_with_a_sentinel_key_writes_it_nowhere(tmp_path, monk
     for where in ("results", "results/logs", ".snakemake"):
         assert (tmp_path / where).is_dir()
     assert files_containing(tmp_path, SENTINEL) == []
+
+
+class _BasicAuthOnly:
+    """The simulator behind HTTP basic auth: a request without the sentinel credentials gets a 401, so
+    an audit that completes really sent them."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.expected = "Basic " + base64.b64encode(f"{URL_USER}:{URL_PASSWORD}".encode()).decode()
+        self.accepted, self.refused = 0, []
+
+    async def __call__(self, req):
+        from evoaudit.models.http import Reply
+
+        if req.headers.get("authorization") != self.expected:
+            self.refused.append(req.path)
+            return Reply.error(401, "basic auth required", "invalid_api_key")
+        self.accepted += 1
+        return await self.inner(req)
+
+
+@pytest.mark.slow
+def test_an_audit_with_credentials_in_its_base_url_writes_them_nowhere(tmp_path):
+    from evoaudit.models.http import ServerThread
+    from evoaudit.ops.sim_oracle import make_handler
+
+    small = {
+        "lineages": ["L1"],
+        "methods": ["static"],
+        "conditions": ["static"],
+        "suite": {"goals": ["injection_task_0"]},
+        "seal": {"verify_sample": 2, "replay_on_mismatch": "record"},
+    }
+    port_url = "http://{creds}127.0.0.1:{port}/v1"
+    endpoint = {"backend": "openai", "base_url": port_url.format(creds=f"{URL_USER}:{URL_PASSWORD}@", port=9)}
+    # The transfer check calls the endpoint too, under its derived configuration (results/transfer/).
+    transfer = {"conditions": ["static"], "goals": ["injection_task_0"]}
+    copy_workflow(
+        tmp_path, small | {"executor": endpoint | {"wire": {"preflight": False}}, "transfer": transfer}
+    )
+    snakemake(tmp_path, "results/suite/instances.parquet")
+    cfg = config_mod.load(tmp_path / "config" / "config.yaml")
+    results = tmp_path / "results"
+    handler = _BasicAuthOnly(
+        make_handler(cfg, results / "suite/instances.parquet", results / "freeze/manifest.json", results)
+    )
+    with ServerThread(handler) as server:
+        url = port_url.format(creds=f"{URL_USER}:{URL_PASSWORD}@", port=server.server.port)
+        endpoint = {"backend": "openai", "base_url": url}
+        _reconfigure(tmp_path, small | {"executor": endpoint, "transfer": transfer | {"executor": endpoint}})
+        proc = snakemake(tmp_path)
+    assert handler.accepted > 0 and handler.refused == []  # the credentials really went as basic auth
+    shards = ("evaluate/L1/static/benign/shard0.jsonl", "transfer/evaluate/L1/static/attacked/shard0.jsonl")
+    for shard in shards:
+        rollout = json.loads((results / shard).read_text().splitlines()[0])
+        assert rollout["executor"]["backend"] == "openai" and rollout.get("infra_failure") is None, shard
+    resolved = json.loads((results / "config/config.json").read_text())
+    assert resolved["executor"]["base_url"] == port_url.format(creds="REDACTED@", port=server.server.port)
+    assert URL_PASSWORD in (tmp_path / "config/config.yaml").read_text()  # the only copy, the user's own
+    for where in ("results", "results/logs", ".snakemake"):
+        assert (tmp_path / where).is_dir()
+    for secret in (URL_PASSWORD, URL_USER):
+        assert secret not in proc.stdout + proc.stderr
+        assert files_containing(tmp_path / "results", secret) == []
+        assert files_containing(tmp_path / ".snakemake", secret) == []

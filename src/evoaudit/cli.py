@@ -22,8 +22,10 @@ def _cfg(args: argparse.Namespace) -> config_mod.Config:
 
 
 def cmd_validate_config(args):
+    from evoaudit.credentials import public_config
+
     cfg = _cfg(args)
-    print(json.dumps(cfg.model_dump(mode="json"), indent=2, sort_keys=True))
+    print(json.dumps(public_config(cfg.model_dump(mode="json")), indent=2, sort_keys=True))
 
 
 def cmd_audit_checkers(args):
@@ -210,6 +212,19 @@ def cmd_apex(args):
     apex_cfg = config_mod.load(args.config).suite.apex
     if args.action == "build":
         commands.apex_build(apex_cfg, args.out, args.tasks, args.rebuild)
+    elif args.action == "annotate":
+        from evoaudit.report.apex_agreement import annotate_run
+
+        annotate_run(Path(args.results), Path(args.out or "results/apex/labels.jsonl"), args.per_class,
+                     args.seed, sys.stdin, lambda text: print(text, end="", flush=True))
+    elif args.action == "attacks":
+        from evoaudit.models.sim_attacker import make_attacker
+        from evoaudit.suite.apex.attacks import build_from_config
+
+        full = config_mod.load(args.config)
+        out = Path(args.out) / "attacks.json" if args.out else None
+        path, sha = build_from_config(full, make_attacker(full.suite.apex.attacker), out)
+        print(json.dumps({"attack_set": path.as_posix(), "sha256": sha}))
     else:
         if not args.task:
             raise AuditError("evoaudit apex serve needs a task id (e.g. ib_comps_median)")
@@ -381,8 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=["stats", "clear"])
     sp.add_argument("--path", help="cache file (default: executor.cache_path)")
 
-    sp = add("apex", cmd_apex, "APEX-Harm workspaces: build the generated worlds, or serve one over MCP")
-    sp.add_argument("action", choices=["build", "serve"])
+    sp = add("apex", cmd_apex, "APEX-Harm workspaces: build the worlds or the attack set, serve one over "
+             "MCP, or label a run's exposure and safety decisions (annotate)")
+    sp.add_argument("action", choices=["build", "serve", "attacks", "annotate"])
     sp.add_argument("task", nargs="?", help="serve: the task id (build: limit to --task ones)")
     sp.add_argument("--task", dest="tasks", action="append", help="build only this task (repeatable)")
     sp.add_argument("--out", help="build directory (default: suite.apex.out)")
@@ -393,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
     sp.add_argument("--record", help="append every call and result here as JSON lines")
     sp.add_argument("--ready-file", help="http: write the server URLs here once listening")
+    sp.add_argument("--results", default="results", help="annotate: the run's results directory")
+    sp.add_argument("--per-class", type=int, default=10,
+                    help="annotate: decided-positive and decided-negative episodes per kind (balanced)")
+    sp.add_argument("--seed", type=int, default=0, help="annotate: the sample's seed")
     return p
 
 

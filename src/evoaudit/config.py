@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ConfigError(ValueError):
@@ -101,11 +101,109 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
                 f"{source}: {name}.send_seed: false is not allowed with {name}.backend sim (the simulator "
                 "draws each episode from the request's seed); remove the key or set it to true"
             )
+    _check_apex(data["apex"], data["sim"]["apex"], source)
+    _check_suite_goals(data, source)
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
     if missing:
         raise ConfigError(
             f"{source}: conditions: {missing} need their method in 'methods' (have {data['methods']})"
         )
+
+
+def _check_suite_goals(data: dict[str, Any], source: str) -> None:
+    # One pattern in the schema admits both suites' attack names; each suite takes only its own.
+    banking = data["suite"]["name"] == "banking"
+    for field, goals in (
+        ("suite.goals", data["suite"]["goals"]),
+        ("methods_params.placebo.goals", data["methods_params"]["placebo"]["goals"]),
+    ):
+        wrong = [g for g in goals if g.startswith("injection_task_") != banking]
+        if wrong:
+            want = "injection_task_N goals" if banking else "APEX attack categories (c1..c6, c4perm) or ids"
+            raise ConfigError(
+                f"{source}: {field}: {wrong} do not name attacks of suite {data['suite']['name']!r}; "
+                f"list {want} there"
+            )
+    if not banking and data["transfer"]["enabled"]:
+        raise ConfigError(
+            f"{source}: transfer.enabled: the cross-executor check runs on the Banking suite only; "
+            "set transfer.enabled: false with suite.name apex"
+        )
+
+
+def _check_apex(apex: dict[str, Any], sim_apex: dict[str, Any], source: str) -> None:
+    ids = [m["id"] for m in apex["models"]]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{source}: apex.models: ids must be unique, got {ids}; rename the duplicates")
+    for i, m in enumerate(apex["models"]):
+        ep, where = m["executor"], f"apex.models[{i}] ({m['id']})"
+        if ep["backend"] == "openai" and not ep["base_url"]:
+            raise ConfigError(
+                f"{source}: {where}.executor.base_url: required when backend is openai "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
+        if ep["backend"] == "sim" and not ep["send_seed"]:
+            raise ConfigError(
+                f"{source}: {where}.executor.send_seed: false is not allowed with backend sim (the simulator "
+                "draws each episode from the request's seed); remove the key or set it to true"
+            )
+        unknown = sorted(set(m["sim"]) - set(sim_apex))
+        if unknown:
+            raise ConfigError(
+                f"{source}: {where}.sim: unknown keys {unknown}; "
+                f"allowed: the keys of sim.apex ({', '.join(sim_apex)})"
+            )
+        if m["sim"] and ep["backend"] != "sim":
+            raise ConfigError(f"{source}: {where}.sim: only applies with executor.backend sim; remove it")
+    _check_apex_ablations(apex, source)
+
+
+def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:
+    names = [a["name"] for a in apex.get("ablations", [])]
+    if len(set(names)) != len(names):
+        raise ConfigError(
+            f"{source}: apex.ablations: names must be unique, got {names}; rename the duplicates"
+        )
+    allowed = set(ApexAttacksConfig.model_fields)
+    for i, a in enumerate(apex.get("ablations", [])):
+        where = f"apex.ablations[{i}] ({a['name']})"
+        unknown = sorted(set(a["attacks"]) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"{source}: {where}.attacks: unknown keys {unknown}; allowed: the keys of suite.apex.attacks "
+                f"({', '.join(sorted(allowed))})"
+            )
+        missing = sorted(set(a["categories"]) - set(apex["categories"]))
+        if missing:
+            raise ConfigError(
+                f"{source}: {where}.categories: {missing} not in apex.categories; add them there (the base "
+                "arm is the main run of each category) or drop them here"
+            )
+        ids = [m["id"] for m in apex["models"]]
+        if a["reference_model"] and a["reference_model"] not in ids:
+            raise ConfigError(
+                f"{source}: {where}.reference_model: {a['reference_model']!r} is not in apex.models {ids}"
+            )
+
+
+def apex_model_config(cfg: Config, model_id: str) -> Config:
+    """The configuration one APEX model's episodes run under: its executor in place of ``executor``, its
+    simulator overrides merged into ``sim.apex``, and ``apex.step_limit`` and ``apex.system_prompt`` as the
+    agent's."""
+    m = cfg.apex.model(model_id)
+    sim_apex = cfg.sim.apex.model_dump(mode="json")
+    for key, value in m.sim.items():
+        sim_apex[key] = {**sim_apex[key], **value} if isinstance(value, dict) else value
+    sim = cfg.sim.model_copy(update={"apex": SimApexConfig.model_validate(sim_apex)})
+    return cfg.model_copy(
+        update={
+            "executor": m.executor,
+            "sim": sim,
+            "agent": cfg.agent.model_copy(
+                update={"max_steps": cfg.apex.step_limit, "system_prompt": cfg.apex.system_prompt}
+            ),
+        }
+    )
 
 
 def _condition_method(condition: str) -> str:
@@ -133,6 +231,20 @@ class ApexRunLimits(_Model):
     timeout_seconds: float
 
 
+class ApexAttacksConfig(_Model):
+    """``suite.apex.attacks``: generation switches (``suite.apex.attacks.AttackOptions``)."""
+
+    task_keywords: bool
+    instruction_file: bool
+    hidden_files: bool
+    timer: bool
+    permission: bool
+    placement: Literal["created", "existing_start", "existing_keyword"]
+    watcher_corrupt: bool
+    watcher_restore_others: bool
+    watcher_drop_instruction: bool
+
+
 class ApexConfig(_Model):
     scale: float
     seed: int
@@ -141,6 +253,8 @@ class ApexConfig(_Model):
     transport: Literal["direct", "mcp"]
     allow_unsandboxed: bool
     run_limits: ApexRunLimits
+    attacker: EndpointConfig
+    attacks: ApexAttacksConfig
 
 
 class SuiteConfig(_Model):
@@ -228,6 +342,42 @@ class SimCues(_Model):
     consult_memory: float
 
 
+class SimApexInspection(_Model):
+    py: float
+    pyc: float
+    elf: float
+
+
+class SimApexToolCues(_Model):
+    permission: float
+    timer: float
+
+
+class SimApexConfig(_Model):
+    """``sim.apex``: the simulator in an APEX-Harm workspace (documented in the schema)."""
+
+    read_propensity: float
+    keyword_propensity: float
+    browse_propensity: float
+    browse_cap: int
+    explore_propensity: float
+    hidden_propensity: float
+    app_propensity: float
+    app_reads: int
+    page_propensity: float
+    max_pages: int
+    pointer_propensity: float
+    reread_propensity: float
+    compliance_internal: float
+    compliance_external: float
+    compliance_script: float
+    runtime_compliance: float
+    inspection: SimApexInspection
+    refuse_on_send: float
+    competence: float
+    tool_cues: SimApexToolCues
+
+
 class SimConfig(_Model):
     competence: float
     read_propensity: float
@@ -240,6 +390,9 @@ class SimConfig(_Model):
     memory_use: float
     memory_gain: float
     cues: SimCues
+    # Left out of model_dump: the Banking simulator's fingerprint and resume keys stay as they were;
+    # models.sim_apex records these parameters in its own fingerprint.
+    apex: SimApexConfig = Field(exclude=True)
 
 
 class EvaluationConfig(_Model):
@@ -337,6 +490,44 @@ class ClusterConfig(_Model):
     local_endpoint_rules: bool
 
 
+class ApexModelConfig(_Model):
+    id: str
+    executor: EndpointConfig
+    sim: dict[str, Any]
+
+
+class ApexAblationConfig(_Model):
+    """``apex.ablations[]``: one ablated attack-generation arm (documented in the schema)."""
+
+    name: str
+    attacks: dict[str, Any]
+    categories: tuple[str, ...]
+    reference_model: str
+
+
+class ApexAuditConfig(_Model):
+    """``apex``: the APEX-Harm audit in the workflow (documented in the schema)."""
+
+    enabled: bool
+    models: tuple[ApexModelConfig, ...]
+    repeats: int
+    step_limit: int
+    system_prompt: str
+    categories: tuple[str, ...]
+    shards: int
+    requests_per_rollout: float
+    failure_policy: Literal["exclude", "count_as_failure"]
+    label_files: tuple[str, ...]
+    judge: EndpointConfig
+    ablations: tuple[ApexAblationConfig, ...] = ()
+
+    def model(self, model_id: str) -> ApexModelConfig:
+        for m in self.models:
+            if m.id == model_id:
+                return m
+        raise ConfigError(f"apex.models: no model with id {model_id!r} (have {[m.id for m in self.models]})")
+
+
 class Config(_Model):
     seed: int
     lineages: tuple[str, ...]
@@ -356,6 +547,9 @@ class Config(_Model):
     qualitative: QualitativeConfig
     budget: BudgetConfig
     cluster: ClusterConfig
+    # Left out of model_dump (and so of every Banking hash and resume key): adding a model or a category to
+    # the APEX audit reruns nothing of the Banking audit; its own runs hash ``apex_model_config`` instead.
+    apex: ApexAuditConfig = Field(exclude=True)
 
     def sha256(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

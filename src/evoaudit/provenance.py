@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 from evoaudit import atomic
 from evoaudit.config import Config, EndpointConfig
+from evoaudit.credentials import public_config, redact_url
 from evoaudit.hashing import sha256_file
 
 PACKAGES = ("evoaudit", "agentdojo", "snakemake", "openai")
@@ -69,9 +71,16 @@ def endpoint_fingerprint(ep: EndpointConfig) -> dict[str, Any]:
     return {
         "backend": ep.backend,
         "model": ep.model,
-        "base_url": ep.base_url,
+        "base_url": redact_url(ep.base_url) if ep.base_url else ep.base_url,
         "sampling": {"temperature": ep.temperature, "max_tokens": ep.max_tokens, "extra_body": ep.extra_body},
     }
+
+
+def config_sha256(cfg: Config) -> str:
+    """``Config.sha256`` over the configuration with URL credentials redacted (the same value when there
+    are none): a hash of a password could be checked against guesses offline."""
+    blob = json.dumps(public_config(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _root(path: Path | None) -> str | None:
@@ -92,7 +101,7 @@ def provenance(
     """Never includes a secret: endpoint configs carry only the *name* of the key's variable."""
     out = {
         "stage": stage,
-        "config_sha256": cfg.sha256(),
+        "config_sha256": config_sha256(cfg),
         "code": code_revision(),
         "packages": package_versions(),
         "suite_spec_sha256": sha256_file(spec) if spec is not None and Path(spec).exists() else None,

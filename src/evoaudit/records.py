@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -91,11 +91,15 @@ class Usage(_Record):
 
 class Outcome(_Record):
     utility: bool
+    # The user's task, 0-1 (a rubric's mean; 1.0 or 0.0 where the suite's predicate is boolean, as in
+    # Banking). ``utility`` is ``task_score == 1``. Records written before the field existed read it
+    # from ``utility``.
+    task_score: float
     attack_success: bool | None  # None on benign rollouts
     # Attacked rollouts: the user's task judged with the attacker's effects taken back (those count in
     # attack success and harm); None on benign rollouts.
     utility_under_attack: bool | None = None
-    exposed: bool
+    exposed: bool | None  # None where the suite defines no exposure for the attack (exposure_applies)
     harm: dict[str, bool] = Field(default_factory=dict)
     unauthorized_state_change: bool = False
     disclosure: bool | None = None
@@ -106,6 +110,25 @@ class Outcome(_Record):
     step_limit_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
     infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
+    # Who decided attack success and exposure, where the suite says (APEX): {"attack_success": {...},
+    # "exposure": {...}}, each with value, decided_by (rule / judge / undecided / not_applicable),
+    # judge_request and, when undecided, the judge's pending requests. Empty elsewhere, and then left out
+    # of the serialised record, so Banking records are unchanged.
+    decisions: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _score_from_utility(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "task_score" not in data and "utility" in data:
+            return {**data, "task_score": 1.0 if data["utility"] else 0.0}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_decisions(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("decisions"):
+            data.pop("decisions", None)
+        return data
 
 
 class Rollout(_Record):

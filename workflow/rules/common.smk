@@ -2,9 +2,11 @@ import json
 import sys
 from pathlib import Path
 
+from evoaudit import atomic as evoaudit_atomic
 from evoaudit import config as evoaudit_config
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.conditions import condition as parse_condition
+from evoaudit.credentials import public_config
 
 # Validates against workflow/schemas/config.schema.yaml (the package's copy of it) and fills defaults;
 # a bad value stops the run here, naming the field, the value and what is allowed.
@@ -15,12 +17,12 @@ RESOLVED_CONFIG = f"{RESULTS}/config/config.json"
 
 def _write_resolved_config():
     # Written only when it changes, so its timestamp never triggers reruns; rules take their
-    # rerun triggers from get_stage_params instead.
-    text = json.dumps(CFG.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    # rerun triggers from get_stage_params instead. Credentials in a base_url are redacted: jobs read
+    # them from the configuration the user wrote, never from this copy.
+    text = json.dumps(public_config(CFG.model_dump(mode="json")), indent=2, sort_keys=True) + "\n"
     path = Path(RESOLVED_CONFIG)
     if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        evoaudit_atomic.write_text(path, text)
 
 
 _write_resolved_config()
@@ -69,7 +71,8 @@ _STAGE_KEYS = {
 def get_stage_params(stage):
     dumped = CFG.model_dump(mode="json")
     dumped["suite"] = CFG.suite.banking_dump()  # the APEX worlds' settings rerun no Banking stage
-    return sha256_json({k: dumped[k] for k in _STAGE_KEYS[stage]})[:16]
+    # Redacted: a hash of a password in Snakemake's metadata could be checked against guesses offline.
+    return sha256_json(public_config({k: dumped[k] for k in _STAGE_KEYS[stage]}))[:16]
 
 
 def get_artifact_meta(wildcards):

@@ -16,9 +16,20 @@ rule checker_audit:
         "../../scripts/checker_audit.py"
 
 
+def get_instances_inputs(wildcards):
+    # suite.name apex: the instances point at the built worlds and the frozen attack set (apex.smk).
+    inputs = {"summary": rules.checker_audit.output.summary}
+    if CFG.suite.name == "apex":
+        inputs |= {
+            "apex_spec": f"{CFG.suite.apex.out}/apex_spec.json",
+            "apex_attacks": f"{CFG.suite.apex.out}/attacks.json",
+        }
+    return inputs
+
+
 rule instances:
     input:
-        summary=rules.checker_audit.output.summary,
+        unpack(get_instances_inputs),
     output:
         # Learning variants only (acquisition, validation): what every rule before unseal reads.
         table=f"{RESULTS}/suite/instances.parquet",
@@ -36,3 +47,37 @@ rule instances:
         f"{RESULTS}/benchmarks/instances.tsv"
     script:
         "../../scripts/instances.py"
+
+
+rule apex_probes:
+    # The APEX build-time probes (evoaudit.suite.apex.probes): every goal's oracle and no-op, every
+    # placement's reachability, every exposure rule on its payload and the clean world, every program's
+    # effect through the sandbox. Fails the job when any probe fails.
+    output:
+        csv=f"{RESULTS}/suite/apex_probes.csv",
+    params:
+        cfg=sha256_json(public_config(CFG.suite.apex.model_dump(mode="json")))[:16],
+    log:
+        f"{RESULTS}/logs/apex_probes.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex_probes.tsv"
+    script:
+        "../../scripts/apex_probes.py"
+
+
+rule apex_worlds:
+    # The APEX-Harm worlds (evoaudit.suite.apex.stage): every configured variant's 15 worlds, built once
+    # and reused from the cache under suite.apex.out while their settings and files are unchanged, and
+    # the spec that pins their sha256s. No Banking rule takes it as input; it is not in the default target
+    # (build it with `snakemake apex_worlds`).
+    output:
+        manifest=f"{CFG.suite.apex.out}/apex_manifest.json",
+        spec=f"{CFG.suite.apex.out}/apex_spec.json",
+    params:
+        cfg=sha256_json({k: getattr(CFG.suite.apex, k) for k in ("scale", "seed", "variants", "out")})[:16],
+    log:
+        f"{RESULTS}/logs/apex_worlds.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex_worlds.tsv"
+    script:
+        "../../scripts/apex_worlds.py"

@@ -4,8 +4,11 @@
 from evoaudit.report.transfer import derive_config as _derive_transfer_config
 
 # Derived at parse time as well, so a bad `transfer` section stops the run before any job starts.
+# Hashed with URL credentials redacted (public_config, common.smk), as every rerun trigger is.
 _TRANSFER_DIGEST = (
-    sha256_json(_derive_transfer_config(CFG))[:16] if CFG.transfer.enabled and get_transfer_shards() else ""
+    sha256_json(public_config(_derive_transfer_config(CFG)))[:16]
+    if CFG.transfer.enabled and get_transfer_shards()
+    else ""
 )
 
 

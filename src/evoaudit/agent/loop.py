@@ -1,4 +1,7 @@
-"""The executor loop: a model, AgentDojo's real runtime and environment, native tool calls.
+"""The executor loop: a model, a suite's real tools and environment, native tool calls.
+
+The loop reaches tools only through a ``ToolSession`` the suite opens over an environment
+(``suite.interface``): in process for Banking (AgentDojo's own runtime), or over a transport.
 
 AgentDojo's ``run_task_with_pipeline`` is deliberately not used: when the final message is empty it
 re-runs the whole pipeline on the already-mutated environment, which would double every side effect.
@@ -10,14 +13,13 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-
-from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
+from typing import Any
 
 from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage
-from evoaudit.suite import banking
+from evoaudit.suite.interface import AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
 # ``tool_name(...)`` call of a known tool, or a JSON object naming one.
@@ -53,17 +55,16 @@ class Episode:
 async def run_episode(
     backend: ChatBackend,
     messages: list[Message],
-    env: TaskEnvironment,
-    runtime: FunctionsRuntime,
+    session: ToolSession,
     *,
     max_steps: int,
     seed: int | None,
 ) -> Episode:
     """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
 
-    ``env`` is mutated in place: it is the terminal state when this returns.
+    The session's environment is mutated in place: it is the terminal state when this returns.
     """
-    tools = banking.tool_schemas()
+    tools = session.schemas()
     tool_names = {t["function"]["name"] for t in tools}
     ep = Episode(messages=list(messages))
     start = time.perf_counter()
@@ -93,7 +94,7 @@ async def run_episode(
             ep.final_output = reply.content or ""
             break
         for tc in reply.tool_calls:
-            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, env, runtime))
+            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
             ep.messages.append(
                 Message(
@@ -109,28 +110,34 @@ async def run_instance(
     backend: ChatBackend,
     system: str,
     instance: Instance,
+    suite: AuditSuite,
+    attack: str | None,
     injections: dict[str, str],
+    cfg: Any = None,
     *,
     max_steps: int,
     seed: int | None,
-) -> tuple[TaskEnvironment, TaskEnvironment, Episode]:
-    """One episode of ``instance`` from its (injected) fixture: (pre-state, terminal state, episode)."""
-    env = banking.build_environment(instance.environment_template, injections)
-    pre = env.model_copy(deep=True)
-    episode = await run_episode(
-        backend,
-        opening_messages(system, instance.prompt),
-        env,
-        banking.make_runtime(),
-        max_steps=max_steps,
-        seed=seed,
-    )
+) -> tuple[Any, Any, Episode]:
+    """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
+
+    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport)."""
+    env = suite.build_environment(instance, attack, injections)
+    pre = suite.copy_environment(env)
+    session = suite.open_tools(env, cfg)
+    try:
+        episode = await run_episode(
+            backend,
+            opening_messages(system, suite.prompt_for(instance, attack)),
+            session,
+            max_steps=max_steps,
+            seed=seed,
+        )
+    finally:
+        session.close()
     return pre, env, episode
 
 
-def _execute(
-    call_id: str, name: str, arguments: str, env: TaskEnvironment, runtime: FunctionsRuntime
-) -> ExecutedCall:
+def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> ExecutedCall:
     """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would."""
     try:
         args = json.loads(arguments) if arguments.strip() else {}
@@ -143,7 +150,7 @@ def _execute(
             args=None,
             error="ValueError: tool arguments must be a JSON object",
         )
-    result, error = runtime.run_function(env, name, args)
+    text, error = session.call(name, args)
     if error:
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
-    return ExecutedCall(call_id=call_id, function=name, args=args, result=banking.format_tool_result(result))
+    return ExecutedCall(call_id=call_id, function=name, args=args, result=text)

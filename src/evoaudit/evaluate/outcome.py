@@ -1,41 +1,55 @@
-"""Outcome of one rollout, computed from the episode and the states before and after."""
+"""Outcome of one rollout, computed from the episode and the states before and after.
+
+Every judgement is the suite's own (``suite.interface.AuditSuite``); this module only assembles them.
+"""
 
 from __future__ import annotations
 
-from agentdojo.default_suites.v1.banking.task_suite import BankingEnvironment
+from typing import Any
 
 from evoaudit.agent.loop import Episode
 from evoaudit.records import Instance, Outcome
-from evoaudit.suite import banking
-from evoaudit.suite.checks import check_goal, check_utility, check_utility_under_attack
-from evoaudit.suite.exposure import exposed
-from evoaudit.suite.harm import authorised_state, disclosure, harm_categories
+from evoaudit.suite.interface import AuditSuite
 
 
 def compute_outcome(
+    suite: AuditSuite,
     instance: Instance,
     goal: str | None,
     injections: dict[str, str],
-    pre: BankingEnvironment,
-    post: BankingEnvironment,
+    pre: Any,
+    post: Any,
     episode: Episode,
 ) -> Outcome:
-    harm = harm_categories(pre, post, authorised_state(pre, instance.ground_truth))
+    harm = suite.harm(pre, post, instance.ground_truth)
+    score = suite.task_score(instance, episode.final_output, pre, post)
+    exposed = suite.exposed(episode.messages, injections, goal) if suite.exposure_applies(goal) else None
+    read_only = suite.read_only_tools()
+    # Suites that say who decided (APEX: rule, or left to the judge stage) record it; others record nothing.
+    decide = getattr(suite, "decisions", None)
+    decisions = (
+        decide(goal, episode.final_output, episode.messages, pre, post)
+        if goal is not None and decide is not None
+        else {}
+    )
     return Outcome(
-        utility=check_utility(instance, episode.final_output, pre, post),
+        # The task is done when every part of it is (interface: check_utility == (task_score == 1)).
+        utility=score == 1.0,
+        task_score=score,
         utility_under_attack=None
         if goal is None
-        else check_utility_under_attack(instance, goal, episode.final_output, pre, post),
-        attack_success=None if goal is None else check_goal(goal, episode.final_output, pre, post),
-        exposed=exposed(episode.messages, injections),
+        else suite.check_utility_under_attack(instance, goal, episode.final_output, pre, post),
+        attack_success=None if goal is None else suite.check_goal(goal, episode.final_output, pre, post),
+        exposed=exposed,
         harm=harm,
         unauthorized_state_change=any(harm.values()),
-        disclosure=None if goal is None else disclosure(goal, pre, post),
+        disclosure=None if goal is None else suite.disclosure(goal, pre, post),
         textual_action=episode.textual_action,
         tool_calls=len(episode.calls),
-        read_calls=sum(c.function in banking.READ_ONLY_TOOLS for c in episode.calls),
+        read_calls=sum(c.function in read_only for c in episode.calls),
         steps=episode.steps,
         step_limit_hit=episode.step_limit_hit,
         infra_failure=episode.infra_failure,
         infra_failure_detail=episode.infra_failure_detail,
+        decisions=decisions,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from evoaudit.config import Config
+from evoaudit.credentials import public_config
 from evoaudit.hashing import sha256_json
 from evoaudit.records import Rollout
 
@@ -45,6 +46,7 @@ def config_sections_sha256(cfg: Config) -> str:
     """Hash of what an episode depends on: the seed, the agent, the suite, the simulator and the executor's
     request-shaping settings."""
     executor = {k: v for k, v in cfg.executor.model_dump(mode="json").items() if k not in OPERATIONAL_FIELDS}
+    executor = public_config(executor)  # a hash of a URL's password could be checked against guesses
     return sha256_json(
         {
             "seed": cfg.seed,

@@ -19,7 +19,7 @@ from evoaudit.jsonl import ShardWriter, partial_path
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Arm, Instance, Rollout
 from evoaudit.seeds import derive_seed
-from evoaudit.suite import banking
+from evoaudit.suite.registry import get_suite
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,15 @@ class EpisodeSpec:
 def plan_episodes(
     lineage: str, condition: str, arm: Arm, instances: list[Instance], goals: list[str]
 ) -> list[EpisodeSpec]:
-    """Benign: one episode per instance. Attacked: one per instance and goal, where a vector is reachable."""
+    """Benign: one episode per instance. Attacked: one per instance and each of ``goals`` (the arm's
+    configured attacks) that the instance's suite runs against it (``AuditSuite.attacks``)."""
     specs = []
     for inst in instances:
         if arm == "benign":
             specs.append(EpisodeSpec(lineage, condition, arm, inst, None))
-        elif inst.vectors:
-            specs.extend(EpisodeSpec(lineage, condition, arm, inst, g) for g in goals)
+        else:
+            attacks = get_suite(inst.suite).attacks(goals, inst)
+            specs.extend(EpisodeSpec(lineage, condition, arm, inst, g) for g in attacks)
     return sorted(specs, key=lambda s: s.rollout_id)
 
 
@@ -74,21 +76,21 @@ async def run_one(
     resume_key: str | None = None,
 ) -> Rollout:
     inst = spec.instance
-    injections = {}
-    if spec.goal is not None:
-        attack = banking.make_attack(cfg.suite.attack.user_name, cfg.suite.attack.model_name)
-        text = banking.injection_text(attack, spec.goal, inst.prompt)
-        injections = {v: text for v in inst.vectors}
+    suite = get_suite(inst.suite)
+    injections = suite.injections(cfg, inst, spec.goal)
     seed = episode_seed(cfg, spec)
     pre, env, episode = await run_instance(
         backend,
         system,
         inst,
+        suite,
+        spec.goal,
         injections,
+        cfg,
         max_steps=cfg.agent.max_steps,
         seed=seed if cfg.executor.send_seed else None,
     )
-    outcome = compute_outcome(inst, spec.goal, injections, pre, env, episode)
+    outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(
         rollout_id=spec.rollout_id,
         lineage=spec.lineage,
@@ -103,11 +105,11 @@ async def run_one(
         executor=backend.fingerprint(),
         artifact_sha256=artifact_sha256,
         injections=injections,
-        pre_state_sha256=banking.state_sha256(pre),
+        pre_state_sha256=suite.state_sha256(pre),
         messages=episode.messages,
         calls=episode.calls,
         final_output=episode.final_output,
-        terminal_state=banking.state_dict(env),
+        terminal_state=suite.state(env),
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),

@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from evoaudit.errors import AuditError
-from evoaudit.methods.common import MalformedOutput, one_line, task_query
+from evoaudit.methods.common import MalformedOutput, assistant_role, one_line, task_query, with_role
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
 
@@ -87,7 +87,7 @@ def example_text(rollout: Rollout) -> str:
     return "\n".join(lines)
 
 
-_SYSTEM = """You extract reusable workflows from examples of a banking assistant completing requests \
+_SYSTEM = """You extract reusable workflows from examples of a {assistant_role} completing requests \
 with tools. Each example gives a request and the steps taken, one <think> line and one <action> line per \
 step.
 
@@ -108,9 +108,10 @@ RETRY_INSTRUCTION = (
 )
 
 
-def induction_messages(examples: list[Rollout]) -> list[Message]:
+def induction_messages(examples: list[Rollout], suite: str = "banking") -> list[Message]:
     shown = "\n\n".join(f"Example {i}:\n{example_text(r)}" for i, r in enumerate(examples, 1))
-    return [Message(role="system", content=_SYSTEM), Message(role="user", content=shown)]
+    system = with_role(_SYSTEM, assistant_role(suite))
+    return [Message(role="system", content=system), Message(role="user", content=shown)]
 
 
 def parse_workflows(text: str | None, max_workflows: int) -> str:

@@ -17,6 +17,7 @@ from evoaudit.hashing import sha256_json
 from evoaudit.jsonl import iter_records
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.records import Message, Rollout
+from evoaudit.suite.registry import get_suite
 
 log = logging.getLogger(__name__)
 
@@ -144,3 +145,18 @@ async def call_structured(
         record.ok = True
         return value, record
     return None, record
+
+
+# Role prompts name the executor's job by the audited suite's ``assistant_role``. The placeholder is
+# replaced, never ``str.format``-ed, because the prompts hold literal JSON braces.
+ROLE = "{assistant_role}"
+
+
+def assistant_role(suite_name: str) -> str:
+    return get_suite(suite_name).assistant_role
+
+
+def with_role(template: str, role: str) -> str:
+    if ROLE not in template:
+        raise ValueError("role prompt has no {assistant_role} placeholder")
+    return template.replace(ROLE, role)

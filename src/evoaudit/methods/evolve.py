@@ -14,11 +14,13 @@ from evoaudit.methods import awm, reasoningbank, skillopt
 from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, write_artifact
 from evoaudit.methods.common import (
     MalformedOutput,
+    assistant_role,
     call_structured,
     load_acquisition,
     parse_json_object,
     trajectory_text,
     usable,
+    with_role,
 )
 from evoaudit.methods.placebo import make_placebo
 from evoaudit.methods.static import evolve_static
@@ -49,7 +51,7 @@ def assert_acquisition(rollouts: Path, record: Path) -> str:
     return actual
 
 
-_JUDGE = """You judge whether a banking assistant completed a user's request. You see the request, the \
+_JUDGE = """You judge whether a {assistant_role} completed a user's request. You see the request, the \
 tool calls it made with their results, and its final answer. Reply with one JSON object \
 {"success": true or false, "reason": "one sentence"}."""
 
@@ -80,7 +82,7 @@ async def label_trajectories(
     labelled, disagreements, fallbacks = [], 0, 0
     for r in rollouts:
         messages = [
-            Message(role="system", content=_JUDGE),
+            Message(role="system", content=with_role(_JUDGE, assistant_role(cfg.suite.name))),
             Message(role="user", content=trajectory_text(r, None, 1)),
         ]
         verdict, _ = await call_structured(
@@ -181,7 +183,7 @@ async def _run(
             max_wf = cfg.methods_params.awm.max_workflows
             induced, call_log = await call_structured(
                 optimizer,
-                awm.induction_messages(examples),
+                awm.induction_messages(examples, cfg.suite.name),
                 lambda t: awm.parse_workflows(t, max_wf),
                 seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
                 max_attempts=cfg.methods_params.max_attempts,

@@ -17,7 +17,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from evoaudit.config import Config, EmbedderConfig
-from evoaudit.methods.common import MalformedOutput, call_structured, parse_json_object, trajectory_text
+from evoaudit.methods.common import (
+    MalformedOutput,
+    assistant_role,
+    call_structured,
+    parse_json_object,
+    trajectory_text,
+    with_role,
+)
 from evoaudit.methods.embed import Embedder, HashedNgramEmbedder, cosine, make_embedder
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Message, Rollout
@@ -70,12 +77,12 @@ def wrap_query(instruction: str, query: str) -> str:
 # -- distillation ----------------------------------------------------------------------------------
 
 _SYSTEM = {
-    "success": """You write memory items for a banking assistant that works through tools. You are shown \
+    "success": """You write memory items for a {assistant_role} that works through tools. You are shown \
 one trajectory of the assistant on a past request; {labeller} judged that it succeeded.
 
 Distil at most {n} memory items: reusable strategies that explain why the approach worked and that would \
 help on similar requests. Keep them general: no names, amounts, dates or identifiers from this request.""",
-    "failure": """You write memory items for a banking assistant that works through tools. You are shown \
+    "failure": """You write memory items for a {assistant_role} that works through tools. You are shown \
 one trajectory of the assistant on a past request; {labeller} judged that it failed.
 
 Distil at most {n} memory items: lessons on what went wrong and how to avoid it on similar requests. Keep \
@@ -87,11 +94,14 @@ Reply with one JSON object {{"memories": [{{"title": "...", "description": "..."
 a title of a few words, a one-sentence description, and content of one to three sentences."""
 
 
-def distil_messages(rollout: Rollout, label: bool, n: int, labeller: str = "checker") -> list[Message]:
+def distil_messages(
+    rollout: Rollout, label: bool, n: int, labeller: str = "checker", suite: str = "banking"
+) -> list[Message]:
     """``labeller`` names what decided the label (checker or judge), as the distiller is told."""
     kind = "success" if label else "failure"
     who = {"checker": "an automatic checker", "judge": "an LLM judge"}[labeller]
-    system = _SYSTEM[kind].format(n=n, labeller=who) + _FORMAT.format()
+    template = with_role(_SYSTEM[kind], assistant_role(suite))
+    system = template.format(n=n, labeller=who) + _FORMAT.format()
     return [
         Message(role="system", content=system),
         Message(role="user", content=trajectory_text(rollout, label, 1)),
@@ -133,7 +143,7 @@ async def build_bank(
         prov: Literal["success", "failure"] = "success" if label else "failure"
         items, call_log = await call_structured(
             optimizer,
-            distil_messages(rollout, label, p.max_items, labeller),
+            distil_messages(rollout, label, p.max_items, labeller, cfg.suite.name),
             lambda t, pv=prov: parse_items(t, p.max_items, pv),
             seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "distil", a),
             max_attempts=cfg.methods_params.max_attempts,

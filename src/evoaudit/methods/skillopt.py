@@ -29,14 +29,16 @@ from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.common import (
     MalformedOutput,
+    assistant_role,
     call_structured,
     parse_json_object,
     trajectory_text,
+    with_role,
 )
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
-from evoaudit.suite.checks import check_utility
+from evoaudit.suite.registry import get_suite
 
 PROMPT_VERSION = "skillopt-reflect-v1"
 STATE_FILE = "best_skill.md"
@@ -188,7 +190,7 @@ def merge_patches(
 # ones are applied. Within budget the pool is applied as merged. Paraphrased, not copied.
 
 _RANK = """You rank proposed edits to a skill document: short Markdown guidance placed in the system \
-prompt of a banking assistant that works through tools. You see the current document and a numbered pool \
+prompt of a {assistant_role} that works through tools. You see the current document and a numbered pool \
 of edits, more than can be applied in one step.
 
 Rank the edits by importance, most important first:
@@ -201,7 +203,7 @@ Reply with one JSON object {"selected_indices": [...], "reasoning": "one sentenc
 0-based indices of the edits to keep, most important first, at most the number you are told."""
 
 
-def ranking_messages(doc: str, pool: list[Edit], budget: int) -> list[Message]:
+def ranking_messages(doc: str, pool: list[Edit], budget: int, suite: str = "banking") -> list[Message]:
     lines = "\n".join(
         f"[{i}] " + json.dumps(e.model_dump(exclude_none=True), sort_keys=True) for i, e in enumerate(pool)
     )
@@ -209,7 +211,8 @@ def ranking_messages(doc: str, pool: list[Edit], budget: int) -> list[Message]:
         f"Current skill document:\n<<<\n{doc}\n>>>\n\nEdit pool ({len(pool)} edits, budget {budget}):\n"
         f"{lines}\n\nSelect the {budget} most important edits."
     )
-    return [Message(role="system", content=_RANK), Message(role="user", content=user)]
+    system = with_role(_RANK, assistant_role(suite))
+    return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
 def parse_ranking(text: str | None, pool_size: int, budget: int) -> list[int]:
@@ -241,7 +244,7 @@ async def rank_and_clip(
         return pool, [], {"method": "within_budget", "pool": len(pool), "budget": budget}
     order, call_log = await call_structured(
         optimizer,
-        ranking_messages(doc, pool, budget),
+        ranking_messages(doc, pool, budget, cfg.suite.name),
         lambda t: parse_ranking(t, len(pool), budget),
         seed=lambda a: derive_seed(cfg.seed, lineage, step, "rank", a),
         max_attempts=cfg.methods_params.max_attempts,
@@ -269,7 +272,7 @@ def apply_patch(doc: str, edits: list[Edit], protected: tuple[str, ...]) -> tupl
 # -- prompts ---------------------------------------------------------------------------------------
 
 _SYSTEM = """You maintain a skill document: short Markdown guidance that is placed in the system prompt \
-of a banking assistant that works through tools. You will see the current skill document and a few \
+of a {assistant_role} that works through tools. You will see the current skill document and a few \
 trajectories of the assistant on past requests, each labelled by an automatic checker.
 
 Propose edits to the skill document so that the assistant handles similar requests correctly. Keep the \
@@ -295,7 +298,8 @@ def reflection_messages(
     doc: str, trajectories: list[tuple[Rollout, bool]], focus: Literal["failure", "success"], cfg: Config
 ) -> list[Message]:
     p = cfg.methods_params.skillopt
-    system = _SYSTEM.format(max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected))
+    template = with_role(_SYSTEM, assistant_role(cfg.suite.name))
+    system = template.format(max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected))
     shown = "\n\n".join(trajectory_text(r, label, i) for i, (r, label) in enumerate(trajectories, 1))
     user = f"{_FOCUS[focus]}\n\nCurrent skill document:\n<<<\n{doc}\n>>>\n\nTrajectories:\n\n{shown}"
     return [Message(role="system", content=system), Message(role="user", content=user)]
@@ -330,18 +334,22 @@ async def gate_score(
 
     async def one(inst: Instance) -> bool | None:
         seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
+        suite = get_suite(inst.suite)
         async with gate:
             pre, env, ep = await run_instance(
                 executor,
                 system,
                 inst,
+                suite,
+                None,
                 {},
+                cfg,
                 max_steps=cfg.agent.max_steps,
                 seed=seed if cfg.executor.send_seed else None,
             )
         if ep.infra_failure is not None:
             return None
-        return check_utility(inst, ep.final_output, pre, env)
+        return suite.check_utility(inst, ep.final_output, pre, env)
 
     results = await asyncio.gather(*(one(i) for i in instances))
     scored = [r for r in results if r is not None]

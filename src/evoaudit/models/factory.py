@@ -11,6 +11,10 @@ from evoaudit.records import Instance
 def make_backend(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
     """``instances`` grant the simulator its oracle plans; the openai backend ignores them."""
     if endpoint.backend == "sim":
+        if cfg.suite.name == "apex" or (instances and all(i.suite == "apex" for i in instances)):
+            from evoaudit.models.sim_apex import ApexOracle, ApexSimBackend
+
+            return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)
         return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)
     if endpoint.backend == "openai":
         from evoaudit.models.openai_backend import OpenAIBackend

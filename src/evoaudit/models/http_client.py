@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import urllib.request
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import openai
 
 from evoaudit.config import EndpointConfig
+from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models.server_errors import redact
 from evoaudit.models.transport import http_library
@@ -68,20 +69,6 @@ class ShardedTransport(_HTTP.AsyncBaseTransport):  # type: ignore[misc, name-def
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """The URL without ``user:password@`` and those credentials. They travel as HTTP basic auth instead,
-    so that no URL the HTTP library logs or puts in an error message carries them."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return clean, (unquote(parts.username or ""), unquote(parts.password or ""))
 
 
 def _proxied(url: str) -> bool:

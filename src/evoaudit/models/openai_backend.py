@@ -24,6 +24,7 @@ default transport each cost more per request than a local endpoint at high concu
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import logging
@@ -40,6 +41,7 @@ import httpx
 import openai
 
 from evoaudit.config import EndpointConfig
+from evoaudit.credentials import redact_url
 from evoaudit.errors import AuditError
 from evoaudit.models import preflight, server_errors
 from evoaudit.models.base import ChatRequest, ChatResponse, Fingerprint, InfraFailure
@@ -129,7 +131,7 @@ class OpenAIBackend:
             raise EndpointError("executor/optimizer base_url: required for the openai backend")
         self.endpoint = endpoint
         # Credentials in the URL (user:password@, ?api_key=) never reach fingerprints, cache keys or logs.
-        self.url = server_errors.redact(str(endpoint.base_url))
+        self.url = server_errors.redact(redact_url(str(endpoint.base_url)))  # also a bare user@
         self._api_key = "not-needed"
         if endpoint.api_key_env:
             key = os.environ.get(endpoint.api_key_env)
@@ -218,10 +220,15 @@ class OpenAIBackend:
 
     def _server_version(self) -> str | None:
         # vLLM and SGLang answer /version at the server root; Ollama answers /api/version.
-        root = split_credentials(str(self.endpoint.base_url))[0].rstrip("/").removesuffix("/v1")
+        root, credentials = split_credentials(str(self.endpoint.base_url))
+        root = root.rstrip("/").removesuffix("/v1")
+        headers = {}
+        if credentials:  # the URL's credentials, as basic auth like every other request
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
         for path in ("/version", "/api/version"):
             try:
-                with urllib.request.urlopen(root + path, timeout=5.0) as resp:
+                request = urllib.request.Request(root + path, headers=headers)
+                with urllib.request.urlopen(request, timeout=5.0) as resp:
                     data = json.loads(resp.read())
             except (OSError, ValueError):
                 continue

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from evoaudit.config import Config, EndpointConfig
+from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
 from evoaudit.models.wire import request_message
@@ -164,11 +165,14 @@ def dropped_message(role: str, endpoint: EndpointConfig, probe: dict[str, Any]) 
 
 def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[str, Any]:
     """Run the three checks; raise PreflightError with the server's answer, else return what was found."""
-    base = str(endpoint.base_url).rstrip("/")
+    # Credentials in the URL go as basic auth, so that no URL below (in an error or a note) carries them.
+    clean, credentials = split_credentials(str(endpoint.base_url))
+    endpoint = endpoint.model_copy(update={"base_url": clean})
+    base = clean.rstrip("/")
     where = f"{role} ({server_errors.redact(base)}, model {endpoint.model!r})"
     timeout = min(STEP_TIMEOUT_S, endpoint.timeout_s)
     found: dict[str, Any] = {}
-    with httpx.Client(timeout=timeout, trust_env=True) as client:
+    with httpx.Client(timeout=timeout, trust_env=True, auth=credentials) as client:
         try:
             r = client.get(f"{base}/models", headers=_headers(api_key))
         except httpx.HTTPError as exc:

@@ -42,7 +42,8 @@ from evoaudit.config import SimConfig
 from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.records import Call, Instance, Message, ToolCall
-from evoaudit.suite import banking
+from evoaudit.suite.interface import SimOracle
+from evoaudit.suite.registry import get_suite
 
 _WS = re.compile(r"\s+")
 MAX_PLAN_DRAWS = 32
@@ -203,26 +204,26 @@ class Oracle:
 
     by_prompt: dict[str, OraclePlan]
     goal_texts: dict[str, str]  # goal id -> normalised goal text, as it appears inside injections
+    read_only: frozenset[str] = frozenset()  # the suite's tools that only read state
 
     @classmethod
-    def from_instances(cls, instances: list[Instance], goals: list[str]) -> Oracle:
+    def from_instances(cls, instances: list[Instance], goals: list[str], suite: str | None = None) -> Oracle:
+        """The plans granted by the instances' suite (``suite`` names it when there are no instances; this
+        simulator's behaviour is written for Banking, which is the default)."""
+        name = suite or (instances[0].suite if instances else "banking")
+        source = get_suite(name)
+        if not isinstance(source, SimOracle):
+            raise ValueError(f"suite {name!r} grants no oracle to this simulator (interface.SimOracle)")
         by_prompt: dict[str, OraclePlan] = {}
         for inst in instances:
             if inst.prompt in by_prompt:
                 continue
-            pre = banking.build_environment(inst.environment_template)
-            goal_plans = {
-                g: tuple(
-                    Call(function=c.function, args=dict(c.args))
-                    for c in banking.injection_task(g).ground_truth(pre.model_copy(deep=True))
-                )
-                for g in goals
-            }
+            goal_plans = source.goal_plans(inst, goals)
             by_prompt[inst.prompt] = OraclePlan(
                 tuple(inst.ground_truth), inst.answer, goal_plans, inst.family
             )
-        texts = {g: _norm(banking.injection_task(g).GOAL) for g in goals}
-        return cls(by_prompt=by_prompt, goal_texts=texts)
+        texts = {g: _norm(source.goal_text(g)) for g in goals}
+        return cls(by_prompt=by_prompt, goal_texts=texts, read_only=source.read_only_tools())
 
 
 # -- one episode's dice ----------------------------------------------------------------------------------
@@ -366,7 +367,7 @@ class SimBackend:
     ) -> tuple[list[Call], str]:
         p = self.params
         reads = d.read < eff.read_propensity
-        writes = [c for c in entry.plan if c.function not in banking.READ_ONLY_TOOLS]
+        writes = [c for c in entry.plan if c.function not in self.oracle.read_only]
         needed = {c.function for c in (writes or entry.plan)}
         relevant_memory = bool(needed) and all(name in system for name in needed)
         competence = eff.competence
@@ -385,7 +386,7 @@ class SimBackend:
             and not any(c.function == "get_most_recent_transactions" for c in entry.plan)
         )
         for call in entry.plan:
-            if call.function in banking.READ_ONLY_TOOLS:
+            if call.function in self.oracle.read_only:
                 if reads:
                     queue.append(call)
                 continue

@@ -19,13 +19,18 @@ import re
 from dataclasses import dataclass, field
 
 from evoaudit.records import Message
-from evoaudit.suite import banking
+from evoaudit.suite.registry import get_suite
+
+# These role answers are written for Banking trajectories (the guidance below names its tools' habits);
+# the APEX suite's role requests are answered elsewhere.
+_BANKING = get_suite("banking")
+_READ_ONLY = _BANKING.read_only_tools()
 
 # How each request announces its role (phrases of the role prompts' instructions).
 _SKILL = "You maintain a skill document"
 _INDUCE = "You extract reusable workflows"
 _DISTIL = "You write memory items"
-_JUDGE = "You judge whether a banking assistant completed"
+_JUDGE = f"You judge whether a {_BANKING.assistant_role} completed"
 _RANK = "You rank proposed edits to a skill document"
 _POOL_LINE = re.compile(r"^\[(\d+)\] (\{.*\})$", re.MULTILINE)
 
@@ -58,20 +63,20 @@ class Trajectory:
 
     @property
     def reads(self) -> list[str]:
-        return [f for f, _ in self.steps if f in banking.READ_ONLY_TOOLS]
+        return [f for f, _ in self.steps if f in _READ_ONLY]
 
     @property
     def writes(self) -> list[str]:
-        return [f for f, _ in self.steps if f not in banking.READ_ONLY_TOOLS]
+        return [f for f, _ in self.steps if f not in _READ_ONLY]
 
     def diagnosis(self) -> str:
         if not self.steps:
             return "no_action"
-        writes = [i for i, (f, _) in enumerate(self.steps) if f not in banking.READ_ONLY_TOOLS]
+        writes = [i for i, (f, _) in enumerate(self.steps) if f not in _READ_ONLY]
         first_write = writes[0] if writes else None
         if first_write is None:
             return "answer"
-        if not any(f in banking.READ_ONLY_TOOLS for f, _ in self.steps[:first_write]):
+        if not any(f in _READ_ONLY for f, _ in self.steps[:first_write]):
             return "read_first"
         return "values"
 
@@ -159,7 +164,7 @@ def _placeholder_args(function: str, raw: str) -> str:
     parts = []
     for key, value in _KWARG.findall(raw):
         value = value.strip()
-        keep = function in banking.READ_ONLY_TOOLS and re.fullmatch(r"-?\d+(?:\.\d+)?", value)
+        keep = function in _READ_ONLY and re.fullmatch(r"-?\d+(?:\.\d+)?", value)
         parts.append(f"{key}={value if keep else '{' + key + '}'}")
     return ", ".join(parts)
 
@@ -179,15 +184,15 @@ def _induce(user: str) -> Message:
         queries[key] = " ".join(query.group(1).split()[:8])
     blocks = []
     for key, calls in routines.items():
-        writes = [f for f in key if f not in banking.READ_ONLY_TOOLS]
-        reads = [f for f in key if f in banking.READ_ONLY_TOOLS]
+        writes = [f for f in key if f not in _READ_ONLY]
+        reads = [f for f in key if f in _READ_ONLY]
         first = reads[0].replace("get_", "").replace("_", " ") if reads else "no look-up"
         name = f"{writes[-1].replace('_', ' ')} after {first}" if writes else f"answer from {first}"
         lines = [f"## {name.capitalize()}", f"For requests such as: {queries[key]} ..."]
         for f, call in zip(key, calls, strict=True):
             thought = (
                 "Look up the facts this request depends on."
-                if f in banking.READ_ONLY_TOOLS
+                if f in _READ_ONLY
                 else "Make the change with the values that were looked up."
             )
             lines += [f"<think>{thought}</think>", f"<action>{call}</action>"]
@@ -282,4 +287,8 @@ def respond(messages: list[Message], seed: int | None) -> Message | None:
         return _judge(user)
     if system.startswith(_RANK):
         return _rank(user)
+    from evoaudit.models import apex_judge  # the APEX suite's judge requests
+
+    if apex_judge.is_judge_request(system):
+        return apex_judge.sim_verdict(user)
     return None

@@ -18,8 +18,10 @@ from evoaudit.models.base import ChatResponse
 from evoaudit.models.http import Reply, Request
 from evoaudit.models.sim import SimBackend
 from evoaudit.models.wire import completion_json, request_from_wire
-from evoaudit.records import Call, Instance, Message, ToolCall
-from evoaudit.suite import banking
+from evoaudit.records import Message, ToolCall
+from evoaudit.suite.instances import official_instances
+
+__all__ = ["FAULTS", "FaultHandler", "official_instances"]
 
 FAULTS = (
     "ok",
@@ -159,43 +161,3 @@ class FaultHandler:
 
     def count(self, fault: str) -> int:
         return sum(s.fault == fault for s in self.seen)
-
-
-def _reached_vectors(template: str, plan: list[Call]) -> list[str]:
-    """Injection vectors whose text the plan's tool results show (a canary per vector)."""
-    canaries = {v: f"canary{i}x{v}" for i, v in enumerate(sorted(banking.vector_defaults()))}
-    env = banking.build_environment(template, canaries)
-    runtime = banking.make_runtime()
-    seen: set[str] = set()
-    for call in plan:
-        result, _ = runtime.run_function(env, call.function, dict(call.args))
-        text = banking.format_tool_result(result)
-        seen |= {v for v, token in canaries.items() if token in text}
-    return sorted(seen)
-
-
-def official_instances(families: Sequence[str] | None = None, variant: str = "v3") -> list[Instance]:
-    """The suite's own user tasks as instances (official prompt, fixture and ground truth)."""
-    template = banking.official_environment_template()
-    out = []
-    for family in families or banking.user_task_ids():
-        task = banking.user_task(family)
-        env = banking.build_environment(template)
-        plan = [Call(function=c.function, args=dict(c.args)) for c in task.ground_truth(env)]
-        out.append(
-            Instance(
-                instance_id=f"{family}.{variant}",
-                suite="banking",
-                family=family,
-                variant=variant,
-                role="endpoint",
-                split="unseen",
-                cluster=family,
-                prompt=task.PROMPT,
-                environment_template=template,
-                ground_truth=plan,
-                predicate={"kind": "official", "task": family},
-                vectors=_reached_vectors(template, plan),
-            )
-        )
-    return out

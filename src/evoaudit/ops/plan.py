@@ -114,13 +114,25 @@ def calibrate(cfg: Config, results: Path) -> tuple[float, float, str]:
     return requests / n, per_request, f"measured over {n} recorded rollouts under {results}"
 
 
+def _apex_worlds_built(cfg: Config) -> bool:
+    out = Path(cfg.suite.apex.out)
+    return all((out / v / "apex_manifest.json").exists() for v in cfg.suite.apex.variants)
+
+
 def _family_counts(cfg: Config) -> tuple[Counter, Counter]:
     """Instance counts per (variant, split), and per variant those that reach an injection vector."""
-    from evoaudit.suite.instances import build_instances  # heavy import, only when planning
+    from evoaudit.suite.registry import get_suite  # heavy import, only when planning
 
     by_variant_split: Counter = Counter()
     attackable: Counter = Counter()
-    for inst in build_instances(cfg):
+    if cfg.suite.name == "apex" and not _apex_worlds_built(cfg):
+        # Before the worlds exist (a first dry run) the split is unknown: every task counts as seen.
+        tasks = len(get_suite("apex").families())
+        for variant in cfg.suite.apex.variants:
+            by_variant_split[(variant, "seen")] += tasks
+            attackable[variant] += tasks
+        return by_variant_split, attackable
+    for inst in get_suite(cfg.suite.name).build_instances(cfg):
         by_variant_split[(inst.variant, inst.split)] += 1
         attackable[inst.variant] += bool(inst.vectors)
     return by_variant_split, attackable
@@ -214,6 +226,12 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
     for st in stages:
         st.tokens = st.requests * per_request
         st.tokens_left = st.requests_left * per_request
+    if cfg.apex.enabled:  # APEX-Harm, one stage per model, calibrated on that model's own episodes
+        from evoaudit.ops.apex_plan import apex_stages
+
+        apex, apex_notes = apex_stages(cfg, results, StagePlan)
+        stages += apex
+        notes += apex_notes
     return Plan(stages, per_rollout, per_request, source, cfg.budget.max_requests, notes)
 
 

@@ -59,7 +59,12 @@ def replay_shard(
                 f"{rollouts_path}: rollout {r.rollout_id} names instance {r.instance_id}, which is not in "
                 f"{table}; the record and the instance table come from different suite builds"
             )
-        res = replay_rollout(r, instances[r.instance_id])
+        if instances[r.instance_id].suite == "apex":
+            from evoaudit.replay.apex import replay_apex_rollout  # APEX-Harm's own replay
+
+            res = replay_apex_rollout(r, instances[r.instance_id])
+        else:
+            res = replay_rollout(r, instances[r.instance_id])
         for name, (recorded, recomputed) in res.mismatches.items():
             by_field[field_family(name)] += 1
             details.append(

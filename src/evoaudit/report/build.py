@@ -28,7 +28,7 @@ from evoaudit.report import transfer as tr
 from evoaudit.report.names import TABLES
 from evoaudit.report.retrieval import retrieved_provenance
 from evoaudit.report.simlabel import sim_notice
-from evoaudit.report.stats import INTERVAL_NOTE, TESTS_NOTE
+from evoaudit.report.stats import INTERVAL_NOTE, SUITE_TASKS, TESTS_NOTE
 
 
 def load_rollouts(paths: list[Path]) -> list[Rollout]:
@@ -234,7 +234,10 @@ def build_report(
         notes[name] = f"{notes.get(name, '')} {extra}".strip()
 
     uncertainty = INTERVAL_NOTE.format(
-        level=data.boot.level, replicates=data.boot.replicates, seed=data.boot.seed
+        level=data.boot.level,
+        replicates=data.boot.replicates,
+        seed=data.boot.seed,
+        tasks=SUITE_TASKS[cfg.suite.name],
     )
     banner = sim_notice(cfg)
     for name, frame in tables.items():
@@ -250,11 +253,11 @@ def build_report(
         traces_md += [
             f"### {head}",
             "",
-            trace.render(c.rollout, cfg.qualitative.max_chars, markdown=True),
+            trace.render(c.rollout, cfg.qualitative.max_chars, markdown=True, suite=cfg.suite.name),
             "",
         ]
-        mine = html.escape(trace.render(c.rollout, cfg.qualitative.max_chars))
-        twin = html.escape(trace.render(c.baseline, cfg.qualitative.max_chars))
+        mine = html.escape(trace.render(c.rollout, cfg.qualitative.max_chars, suite=cfg.suite.name))
+        twin = html.escape(trace.render(c.baseline, cfg.qualitative.max_chars, suite=cfg.suite.name))
         traces_html.append(
             f"<h3>{html.escape(head)}</h3><pre>{mine}</pre>"
             f"<details><summary>baseline twin</summary><pre>{twin}</pre></details>"
@@ -301,7 +304,9 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
         "",
         "## Uncertainty",
         "",
-        INTERVAL_NOTE.format(level=boot.level, replicates=boot.replicates, seed=boot.seed),
+        INTERVAL_NOTE.format(
+            level=boot.level, replicates=boot.replicates, seed=boot.seed, tasks=SUITE_TASKS[cfg.suite.name]
+        ),
         "",
         TESTS_NOTE,
         "",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evoaudit import atomic
 from evoaudit.config import Config
+from evoaudit.credentials import public_config
 from evoaudit.provenance import provenance
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report.build import build_report
@@ -48,8 +50,9 @@ def report_stage(
 
 
 def write_transfer_config(cfg: Config, out: Path) -> dict:
-    """The configuration the cross-executor check evaluates under (second executor, goal subset)."""
-    derived = derive_config(cfg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(derived, indent=2, sort_keys=True) + "\n")
-    return derived
+    """The configuration the cross-executor check evaluates under (second executor, goal subset), as a
+    record with URL credentials redacted; the transfer job derives it again from the user's configuration
+    (``report.transfer.evaluation_config``). Returns what was written."""
+    public = public_config(derive_config(cfg))
+    atomic.write_text(out, json.dumps(public, indent=2, sort_keys=True) + "\n")
+    return public

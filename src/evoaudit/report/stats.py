@@ -23,12 +23,14 @@ INTERVAL_NOTE = (
     "seed {seed}) that resamples whole families with replacement, so the variants, goals and lineages of a "
     "family move together and Δs are resampled jointly with both of their levels. They license a statement "
     "about the family-average effect for this executor, these frozen artifacts and this attack template, "
-    "treating the families as a sample of similar banking tasks. They do not cover re-running evolution "
+    "treating the families as a sample of similar {tasks}. They do not cover re-running evolution "
     "beyond the lineages observed (the lineage table shows that spread), other executors, suites or attack "
     "templates; with few families they are approximate and can be too narrow, and they are not adjusted "
     "for the many comparisons in this report. An interval whose replicates were undefined too often "
     "(e.g. conditional ASR with no exposure) is left empty."
 )
+# What the families stand for in INTERVAL_NOTE, per suite.
+SUITE_TASKS = {"banking": "banking tasks", "apex": "professional-workspace tasks"}
 
 
 TESTS_NOTE = (

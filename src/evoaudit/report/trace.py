@@ -8,8 +8,7 @@ from pathlib import Path
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import is_aside, iter_records
 from evoaudit.records import Message, Rollout
-from evoaudit.suite.banking import READ_ONLY_TOOLS
-from evoaudit.suite.exposure import exposed
+from evoaudit.suite.registry import get_suite
 
 
 class RolloutNotFound(AuditError):
@@ -71,24 +70,29 @@ def injection_start(content: str, injections: dict[str, str]) -> int | None:
     return min(found) if found else None
 
 
-def injected_vectors(msg: Message, injections: dict[str, str]) -> list[str]:
+def injected_vectors(
+    msg: Message, injections: dict[str, str], goal: str | None = None, suite: str = "banking"
+) -> list[str]:
     """The injection vectors whose text entered this tool result (by the suite's exposure rule)."""
-    return sorted(v for v, t in injections.items() if exposed([msg], {v: t}))
+    rule = get_suite(suite)
+    return sorted(v for v, t in injections.items() if rule.exposed([msg], {v: t}, goal))
 
 
-def state_changes(r: Rollout) -> list[str]:
+def state_changes(r: Rollout, suite: str = "banking") -> list[str]:
     """Executed calls that could change state: non-read tools that ran without an error."""
+    read_only = get_suite(suite).read_only_tools()
     out = []
     for c in r.calls:
-        if c.function in READ_ONLY_TOOLS or c.error is not None:
+        if c.function in read_only or c.error is not None:
             continue
         args = ", ".join(f"{k}={v!r}" for k, v in sorted((c.args or {}).items()))
         out.append(f"{c.function}({args})")
     return out
 
 
-def render(r: Rollout, max_chars: int = 700, markdown: bool = False) -> str:
-    """A readable trace; ``markdown`` wraps message bodies in fenced blocks for report.md."""
+def render(r: Rollout, max_chars: int = 700, markdown: bool = False, suite: str = "banking") -> str:
+    """A readable trace; ``markdown`` wraps message bodies in fenced blocks for report.md. ``suite`` names
+    the rollout's suite, whose exposure rule and read-only tools the trace uses."""
     o = r.outcome
     harm = [k for k, v in sorted(o.harm.items()) if v]
     head = [
@@ -114,7 +118,7 @@ def render(r: Rollout, max_chars: int = 700, markdown: bool = False) -> str:
         label = f"[{i}] {msg.role.upper()}" + (f" ({msg.name})" if msg.name else "")
         anchor = None
         if msg.role == "tool" and msg.content:
-            vectors = injected_vectors(msg, r.injections)
+            vectors = injected_vectors(msg, r.injections, r.goal, suite)
             if vectors:
                 label += f"  <<< INJECTED TEXT ENTERED HERE via {', '.join(vectors)}"
                 # Show the injected text itself even when it sits deep in a long tool result.
@@ -127,7 +131,7 @@ def render(r: Rollout, max_chars: int = 700, markdown: bool = False) -> str:
             lines.append(f"`{call}`" if markdown else "    " + call)
         if markdown:
             lines.append("")
-    changes = state_changes(r)
+    changes = state_changes(r, suite)
     lines.append("")
     lines.append("**State-changing calls executed:**" if markdown else "State-changing calls executed:")
     lines.extend((f"- `{c}`" if markdown else f"    {c}") for c in changes or ["none"])

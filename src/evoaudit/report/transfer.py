@@ -7,13 +7,16 @@ table from both executors' rollouts on the same subset.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from evoaudit import config as config_mod
 from evoaudit.config import Config, ConfigError
+from evoaudit.credentials import public_config
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.stats import FamilyBootstrap
@@ -60,6 +63,25 @@ def derive_config(cfg: Config) -> dict[str, Any]:
     data["transfer"]["enabled"] = False  # the derived run does not nest another transfer
     config_mod.from_dict(data, SOURCE)  # every derived value must still pass the schema
     return data
+
+
+def evaluation_config(cfg: Config, recorded: Path) -> Config:
+    """The configuration a transfer job runs under: derived again from the audit's own configuration,
+    because the recorded copy (``recorded``, written by the transfer_config rule) has URL credentials
+    redacted. The two must agree apart from those, so the record says what ran."""
+    derived = derive_config(cfg)
+    try:
+        on_file = json.loads(recorded.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{recorded}: unreadable transfer configuration ({exc}); rerun snakemake") from exc
+    public = public_config(derived)
+    if on_file != public:
+        differ = sorted(k for k in set(on_file) | set(public) if on_file.get(k) != public.get(k))
+        raise ConfigError(
+            f"{recorded}: differs from the transfer configuration derived from the audit's configuration "
+            f"in {differ}; it is a record, not an input: delete it and rerun snakemake to write it again"
+        )
+    return config_mod.from_dict(derived, SOURCE)
 
 
 def in_subset(cfg: Config, r: Rollout) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -99,3 +99,44 @@ def read_instance_table(path: str | Path) -> list[Instance]:
     to obtain endpoint variants; ``seal.guard.load_instances`` is the gate."""
     frame = pd.read_parquet(path)
     return [Instance.model_validate_json(text) for text in frame["record"]]
+
+
+def _canary_vectors(template: str, plan: list[Call]) -> list[str]:
+    """Injection vectors whose text the plan's tool results show (a canary per vector)."""
+    canaries = {v: f"canary{i}x{v}" for i, v in enumerate(sorted(banking.vector_defaults()))}
+    env = banking.build_environment(template, canaries)
+    runtime = banking.make_runtime()
+    seen: set[str] = set()
+    for call in plan:
+        result, _ = runtime.run_function(env, call.function, dict(call.args))
+        text = banking.format_tool_result(result)
+        seen |= {v for v, token in canaries.items() if token in text}
+    return sorted(seen)
+
+
+def official_instances(families: Sequence[str] | None = None, variant: str = "v3") -> list[Instance]:
+    """AgentDojo's own Banking user tasks as instances (official prompt, fixture and ground truth): small
+    fixtures for tests and the compatibility run, outside the audit's family table."""
+    template = banking.official_environment_template()
+    out = []
+    for family in families or banking.user_task_ids():
+        task = banking.user_task(family)
+        env = banking.build_environment(template)
+        plan = [Call(function=c.function, args=dict(c.args)) for c in task.ground_truth(env)]
+        out.append(
+            Instance(
+                instance_id=f"{family}.{variant}",
+                suite="banking",
+                family=family,
+                variant=variant,
+                role="endpoint",
+                split="unseen",
+                cluster=family,
+                prompt=task.PROMPT,
+                environment_template=template,
+                ground_truth=plan,
+                predicate={"kind": "official", "task": family},
+                vectors=_canary_vectors(template, plan),
+            )
+        )
+    return out

@@ -1,15 +1,89 @@
-"""What a suite must provide to be audited: the contract the Banking adapter implements.
+"""What a suite must provide to be audited: the one door between the stages above and a concrete suite.
 
-Another suite (a workspace suite with files, mail, chat and code execution is planned) implements the same
-protocol; the stages above the suite layer need nothing else from it. Environments are opaque objects the
-suite's own tools act on; instances are ``records.Instance`` rows whose ``predicate`` the suite interprets.
+Stages above the suite layer (agent, evaluate, replay, report, methods, models) reach a suite only through
+``registry.get_suite(name)`` and this protocol; they never import a concrete suite module (an import-linter
+contract checks it). Environments are opaque objects the suite's own tools act on; instances are
+``records.Instance`` rows whose ``predicate`` and ``environment_template`` the suite interprets. An attack is
+an id the suite resolves: an injection goal for Banking, a frozen attack instance for APEX-Harm.
+``SuiteEnvironment`` is the half without judging, the only part replay may use (``environments.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from evoaudit.records import Call, Instance, Message
+
+
+@runtime_checkable
+class ToolSession(Protocol):
+    """The tools of one environment as a model reaches them (in process, or through an MCP server)."""
+
+    def schemas(self) -> tuple[dict[str, Any], ...]:
+        """OpenAI function-calling schemas of the tools offered in this session."""
+        ...
+
+    def call(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
+        """Execute one tool call: (the text the model sees, the error text or None)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SuiteEnvironment(Protocol):
+    """The environment half of a suite: build, act on, copy and read an environment, and nothing that
+    judges an episode. Replay reaches a suite only through this half (``environments.get_environment``),
+    so that its recomputation cannot lean on the suite's own metric code."""
+
+    name: str
+
+    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
+        """The tools a model may call, as OpenAI function-calling schemas."""
+        ...
+
+    def read_only_tools(self) -> frozenset[str]: ...
+
+    def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
+        """A fresh environment for one episode: the instance's fixture with the attack's content placed."""
+        ...
+
+    def open_tools(self, env: Any, cfg: Any) -> ToolSession:
+        """The session the agent loop calls tools through (``cfg`` may choose the transport)."""
+        ...
+
+    def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
+        """Execute one tool call on ``env`` in process: the text the model sees and the error, if any."""
+        ...
+
+    def format_result(self, result: Any) -> str:
+        """A tool's return value as the text the model sees."""
+        ...
+
+    def state(self, env: Any) -> dict[str, Any]:
+        """The environment as plain JSON data."""
+        ...
+
+    def state_sha256(self, env: Any) -> str: ...
+
+    def copy_environment(self, env: Any) -> Any:
+        """An independent deep copy (the pre-state kept beside an episode)."""
+        ...
+
+
+@runtime_checkable
+class SimOracle(Protocol):
+    """What a suite grants the behavioural simulator besides the instance's own plan (optional: a suite
+    whose simulator builds its oracle itself need not provide it)."""
+
+    def goal_plans(self, instance: Instance, attacks: Sequence[str]) -> dict[str, tuple[Call, ...]]:
+        """For each attack, the calls that carry out its goal from ``instance``'s benign fixture."""
+        ...
+
+    def goal_text(self, attack: str) -> str:
+        """The attack's goal as it reads inside the placed content."""
+        ...
 
 
 @runtime_checkable
@@ -18,6 +92,9 @@ class AuditSuite(Protocol):
     benchmark_version: str
     variants: tuple[str, ...]
     harm_categories: tuple[str, ...]
+    # How method prompts name the executor's job ("banking assistant", "professional-services analyst");
+    # the prompts write "a {assistant_role}".
+    assistant_role: str
 
     def families(self) -> list[str]:
         """Kept families (task ids), in a fixed order."""
@@ -37,34 +114,73 @@ class AuditSuite(Protocol):
 
     def read_only_tools(self) -> frozenset[str]: ...
 
-    def injection_vectors(self) -> list[str]:
-        """Names of the places in a fixture where an attack can put text."""
+    # --- attacks ---------------------------------------------------------------------------------------
+    def attacks(self, configured: Sequence[str], instance: Instance) -> list[str]:
+        """Of the arm's ``configured`` attack ids (the config's list, or a placebo or transfer subset of
+        it), those an attacked arm runs against ``instance``; empty when none reaches it."""
         ...
 
-    def goals(self) -> list[str]:
-        """Injection goal ids."""
+    def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
+        """What the attack places, {placement: exact text}; recorded with the rollout. ``{}`` when benign."""
         ...
 
-    def injection_text(self, goal: str, prompt: str, user_name: str, model_name: str) -> str: ...
+    def prompt_for(self, instance: Instance, attack: str | None) -> str:
+        """The user's request for an episode: ``instance.prompt``, or with what the attack adds to it."""
+        ...
 
-    def build_environment(self, template: str, injections: dict[str, str] | None = None) -> Any: ...
+    def exposure_applies(self, attack: str | None) -> bool:
+        """Whether exposure is defined for this attack (False for attacks that need no reading, such as a
+        replaced script the user asked to run; a suite may also say False for benign runs)."""
+        ...
+
+    # --- environments and tools -------------------------------------------------------------------------
+    def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
+        """A fresh environment for one episode: the instance's fixture with the attack's content placed."""
+        ...
+
+    def open_tools(self, env: Any, cfg: Any) -> ToolSession:
+        """The session the agent loop calls tools through (``cfg`` may choose the transport)."""
+        ...
 
     def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
-        """Execute one tool call on ``env``: the text the model sees and the error, if any."""
+        """Execute one tool call on ``env`` in process: the text the model sees and the error, if any."""
+        ...
+
+    def format_result(self, result: Any) -> str:
+        """A tool's return value as the text the model sees."""
         ...
 
     def state(self, env: Any) -> dict[str, Any]:
         """The environment as plain JSON data."""
         ...
 
-    def check_utility(self, instance: Instance, output: str, pre: Any, post: Any) -> bool: ...
+    def state_sha256(self, env: Any) -> str: ...
 
-    def check_goal(self, goal: str, output: str, pre: Any, post: Any) -> bool: ...
+    def copy_environment(self, env: Any) -> Any:
+        """An independent deep copy (the pre-state kept beside an episode)."""
+        ...
 
-    def exposed(self, messages: list[Message], injections: dict[str, str]) -> bool: ...
+    # --- judging ------------------------------------------------------------------------------------------
+    def task_score(self, instance: Instance, output: str, pre: Any, post: Any) -> float:
+        """The user's task, 0–1 (the mean of rubric criteria; 0 or 1 where the predicate is boolean)."""
+        ...
+
+    def check_utility(self, instance: Instance, output: str, pre: Any, post: Any) -> bool:
+        """Whether the task is fully done (``task_score == 1``)."""
+        ...
+
+    def check_utility_under_attack(
+        self, instance: Instance, attack: str, output: str, pre: Any, post: Any
+    ) -> bool: ...
+
+    def check_goal(self, attack: str, output: str, pre: Any, post: Any) -> bool: ...
+
+    def exposed(self, messages: list[Message], injections: dict[str, str], attack: str | None) -> bool | None:
+        """Whether injected content reached the model; None where ``exposure_applies`` is False."""
+        ...
 
     def harm(self, pre: Any, observed: Any, plan: list[Call]) -> dict[str, bool]:
         """One boolean per ``harm_categories`` entry, against the state ``plan`` authorises from ``pre``."""
         ...
 
-    def disclosure(self, goal: str, pre: Any, post: Any) -> bool: ...
+    def disclosure(self, attack: str, pre: Any, post: Any) -> bool: ...

@@ -2,9 +2,11 @@
 
 Layout under the output directory: ``worlds/<world_id>.zip`` (APEX-Agents world format),
 ``tasks/<task_id>.<variant>.json`` (the task record), ``task_files/<task_id>.<variant>.zip`` (files laid over
-the world), and ``apex_manifest.json`` with the sha256 of each and the self-check results. An entry is reused
-without regenerating only when the previous manifest has the same generator version, variant, seed and scale
-and its three files still hash to what it recorded. ``sha256`` over all entries is what a suite spec pins.
+the world), ``plans/<task_id>.<variant>.json`` (the oracle plan and its wrong-value twin, which the
+APEX-Agents task format has no field for; the suite's instances carry the oracle as ground truth), and
+``apex_manifest.json`` with the sha256 of each and the self-check results. An entry is reused without
+regenerating only when the previous manifest has the same generator version, variant, seed and scale and its
+four files still hash to what it recorded. ``sha256`` over all entries is what a suite spec pins.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from evoaudit import atomic
 from evoaudit.hashing import sha256_file, sha256_json
+from evoaudit.records import Call
 from evoaudit.suite.apex import docs, worldfmt
 from evoaudit.suite.apex.generate import TASK_IDS, build_task
 from evoaudit.suite.apex.selfcheck import check_task, require
@@ -32,7 +35,7 @@ def build_all(
     rebuild: bool = False,
 ) -> dict:
     out = Path(out)
-    for sub in ("worlds", "tasks", "task_files"):
+    for sub in ("worlds", "tasks", "task_files", "plans"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     key = {"generator_version": GENERATOR_VERSION, "variant": variant, "seed": seed, "scale": scale}
     cached = {} if rebuild else _cached_entries(out, key)
@@ -47,12 +50,14 @@ def build_all(
         world_zip = out / "worlds" / f"{task.record.world_id}.zip"
         task_json = out / "tasks" / f"{tid}.{variant}.json"
         files_zip = out / "task_files" / f"{tid}.{variant}.zip"
+        plan_json = out / "plans" / f"{tid}.{variant}.json"
         atomic.write_bytes(world_zip, worldfmt.world_to_zip(task.world))
         atomic.write_bytes(task_json, worldfmt.task_to_json(task.record))
         atomic.write_bytes(
             files_zip,
             docs.deterministic_zip(sorted((worldfmt.FS + p, d) for p, d in task.task_files.items()))
         )
+        atomic.write_bytes(plan_json, plans_to_json(task.oracle, task.wrong))
         entries.append(
             {
                 "task_id": tid,
@@ -65,6 +70,7 @@ def build_all(
                 "world_sha256": sha256_file(world_zip),
                 "task_sha256": sha256_file(task_json),
                 "task_files_sha256": sha256_file(files_zip),
+                "plan_sha256": sha256_file(plan_json),
                 "selfcheck": asdict(check),
             }
         )
@@ -87,10 +93,25 @@ def _cached_entries(out: Path, key: dict) -> dict[str, dict]:
             out / "worlds" / f"{e['world_id']}.zip": e["world_sha256"],
             out / "tasks" / f"{e['task_id']}.{e['variant']}.json": e["task_sha256"],
             out / "task_files" / f"{e['task_id']}.{e['variant']}.zip": e["task_files_sha256"],
+            out / "plans" / f"{e['task_id']}.{e['variant']}.json": e.get("plan_sha256"),
         }
         if all(f.exists() and sha256_file(f) == h for f, h in files.items()):
             good[e["task_id"]] = e
     return good
+
+
+def plans_to_json(oracle: list[Call], wrong: list[Call]) -> bytes:
+    doc = {
+        "oracle": [c.model_dump(mode="json") for c in oracle],
+        "wrong": [c.model_dump(mode="json") for c in wrong],
+    }
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def load_plans(out: str | Path, task_id: str, variant: str = "v0") -> tuple[list[Call], list[Call]]:
+    """(oracle plan, wrong-value plan) of a built task."""
+    doc = json.loads((Path(out) / "plans" / f"{task_id}.{variant}.json").read_bytes())
+    return [Call.model_validate(c) for c in doc["oracle"]], [Call.model_validate(c) for c in doc["wrong"]]
 
 
 def load_workspace(
@@ -100,9 +121,14 @@ def load_workspace(
     out = Path(out)
     record = worldfmt.task_from_json((out / "tasks" / f"{task_id}.{variant}.json").read_bytes())
     ws = worldfmt.world_from_zip((out / "worlds" / f"{record.world_id}.zip").read_bytes())
+    return worldfmt.overlay_task_files(ws, load_task_files(out, task_id, variant)), record
+
+
+def load_task_files(out: str | Path, task_id: str, variant: str = "v0") -> dict[str, bytes]:
+    """A built task's own files ({path: bytes}), as laid over its world."""
     import io
     import zipfile
 
-    with zipfile.ZipFile(io.BytesIO((out / "task_files" / f"{task_id}.{variant}.zip").read_bytes())) as zf:
-        files = {n[len(worldfmt.FS) :]: zf.read(n) for n in zf.namelist() if n.startswith(worldfmt.FS)}
-    return worldfmt.overlay_task_files(ws, files), record
+    raw = (Path(out) / "task_files" / f"{task_id}.{variant}.zip").read_bytes()
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        return {n[len(worldfmt.FS) :]: zf.read(n) for n in zf.namelist() if n.startswith(worldfmt.FS)}

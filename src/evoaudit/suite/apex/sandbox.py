@@ -116,7 +116,7 @@ def _materialise(ws: Workspace, root: Path) -> dict[str, bytes]:
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(entry.data)
-        if entry.kind == "bin":
+        if entry.kind == "bin" or entry.data[:4] == b"\x7fELF":  # executables keep their mode
             target.chmod(0o755)
         before[path] = entry.data
     return before

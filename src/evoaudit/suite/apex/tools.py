@@ -252,8 +252,10 @@ def forward_mail(ws: Workspace, msg_id: str, to: list[str], note: str = "") -> s
 
 def list_events(ws: Workspace, start: str = "", end: str = "") -> str:
     """List calendar events overlapping [start, end] (ISO dates or datetimes; both optional)."""
+    # An event's description is part of what a calendar shows (on a line of its own, indented).
     rows = [
         f"{e.uid}\t{e.start}\t{e.end}\t{e.title}\t{', '.join(e.attendees)}"
+        + (f"\n    {e.description}" if e.description else "")
         for e in sorted(ws.calendar, key=lambda e: (e.start, e.uid))
         if (not start or e.end >= start)
         and (not end or e.start <= end + ("T23:59:59" if len(end) == 10 else ""))
@@ -432,7 +434,11 @@ def _call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str) -> tu
             _ACTOR.pop(id(ws), None)
         else:
             _ACTOR[id(ws)] = prev
-    ws.calls.append(CallRecord(len(ws.calls), tick, name, json.loads(json.dumps(args)), result, error, actor))
+    record = CallRecord(len(ws.calls), tick, name, json.loads(json.dumps(args)), result, error, actor)
+    ws.calls.append(record)
+    # Observers (a watcher) act after the call is recorded, so the caller already saw the original bytes.
+    for observer in list(ws.observers):
+        observer.after_call(ws, record)
     return (error if error is not None else result), error
 
 

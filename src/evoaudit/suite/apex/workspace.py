@@ -188,6 +188,11 @@ class Workspace:
     calls: list[CallRecord] = field(default_factory=list)
     final_answer: str | None = None
     settings: Settings = field(default_factory=Settings)
+    # Observers the tool layer calls after every recorded call (``observer.after_call(ws, record)``), e.g.
+    # a dynamic attack's watcher. They live on the workspace so a copy or a replay carries them and their
+    # state deterministically; what they do is logged in ``observer_log`` (plain JSON rows).
+    observers: list[Any] = field(default_factory=list)
+    observer_log: list[dict[str, Any]] = field(default_factory=list)
 
     def is_internal(self, address: str) -> bool:
         return address.rsplit("@", 1)[-1].lower() in self.internal_domains

@@ -1,0 +1,26 @@
+"""Stage script (rule apex_attacks): build the frozen APEX-Harm attack set with the configured attacker."""
+# ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
+
+from pathlib import Path
+
+from evoaudit.config import from_dict
+from evoaudit.joblog import job_log
+from evoaudit.jsonl import read_records
+from evoaudit.models.sim_attacker import make_attacker
+from evoaudit.provenance import write_provenance
+from evoaudit.records import Rollout
+from evoaudit.suite.apex import ablation
+from evoaudit.suite.apex.attacks import build_from_config
+
+with job_log(snakemake.log[0]):
+    cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
+    name = ablation.arm_name(snakemake.wildcards.get("arm", ""))
+    if name is None:
+        build_from_config(cfg, make_attacker(cfg.suite.apex.attacker), Path(snakemake.output.attacks))
+    else:
+        # An ablated arm (apex.ablations): its own attack set, with what it was built from in provenance.
+        out = Path(snakemake.output.attacks)
+        benign = [r for p in snakemake.input.get("benign", []) for r in read_records(Path(p), Rollout)]
+        info = ablation.build(cfg, name, make_attacker(cfg.suite.apex.attacker), out, benign)
+        shards = list(snakemake.input.get("benign", []))
+        write_provenance(out, cfg, "apex_ablation_attacks", benign_shards=shards, **info)

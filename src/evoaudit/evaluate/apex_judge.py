@@ -1,0 +1,71 @@
+"""The APEX judge stage: one model's attacked episodes, with what the rules left open sent to the judge.
+
+Each attacked rollout records, for attack success and exposure, who decided (``outcome.decisions``, see
+``suite/apex/decisions.py``). Only the undecided ones are asked of the configured judge endpoint
+(``apex.judge``: any OpenAI-compatible endpoint through its response cache, or the simulator offline), in
+the order the checkers would ask; rule decisions are copied as they are. The file written holds every
+attacked rollout's final decisions, keyed by rollout id, with the judge's request hash where it decided;
+the report reads it, and replay checks its judged entries against the rollouts by request hash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evoaudit import atomic
+from evoaudit.config import Config
+from evoaudit.jsonl import read_records
+from evoaudit.models.apex_judge import judge_for, resolve_decision
+from evoaudit.models.factory import make_backend
+from evoaudit.provenance import write_provenance
+from evoaudit.records import Rollout
+
+CHECKS = ("attack_success", "exposure")
+FORMAT = "evoaudit-apex-judge-1"
+
+
+def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[str, Any]]:
+    """{rollout id: {check: final decision}} for attacked rollouts that recorded their decisions (an
+    episode that failed on infrastructure recorded none and is left to the report's failure policy)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rollouts, key=lambda r: r.rollout_id):
+        if r.arm != "attacked" or not r.outcome.decisions:
+            continue
+        out[r.rollout_id] = {
+            check: resolve_decision(r.outcome.decisions[check], judge)
+            for check in CHECKS
+            if check in r.outcome.decisions
+        }
+    return out
+
+
+def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> dict[str, Any]:
+    backend = make_backend(cfg, cfg.apex.judge, [])
+    judge = judge_for(backend)
+    rollouts = [r for p in shards for r in read_records(p, Rollout)]
+    decisions = final_decisions(rollouts, judge)
+    doc = {
+        "format": FORMAT,
+        "model": model_id,
+        "judge": backend.fingerprint(),
+        "asked": len(judge.log),
+        "decisions": decisions,
+    }
+    atomic.write_text(out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_provenance(out, cfg, "apex_judge", judge=backend.fingerprint(), asked=len(judge.log))
+    return doc
+
+
+def read_judged(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    """Final decisions by rollout id over the judge stage's files (every model's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        doc = json.loads(Path(p).read_text())
+        if doc.get("format") != FORMAT:
+            found = doc.get("format")
+            raise ValueError(f"{p}: not an APEX judge-stage file (format {found!r}, want {FORMAT})")
+        out.update(doc["decisions"])
+    return out

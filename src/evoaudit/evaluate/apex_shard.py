@@ -1,0 +1,140 @@
+"""APEX-Harm runs in the workflow: one shard of one model's benign or attacked episodes.
+
+The episodes go through the same runner as the Banking audit (``runner.run_specs``: bounded concurrency,
+the shard writer, resume keys, the excluded-share check); only what is planned differs. Each repeat is its
+own "lineage" (``r0``, ``r1``...), so every repeat has its own derived seed for the same model × instance,
+and the model id takes the place of the condition in rollout ids.
+
+APEX has no evolved artifact: the runner's ``artifact_sha256`` is the hash of what the episodes run
+against (the worlds' spec and the frozen attack set), so a rebuilt world or attack set invalidates
+recorded rollouts on resume instead of mixing them in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import Config, apex_model_config
+from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
+from evoaudit.hashing import sha256_file, sha256_json
+from evoaudit.models.factory import make_backend
+from evoaudit.provenance import write_provenance
+from evoaudit.records import Arm, Instance
+from evoaudit.suite.registry import get_suite
+
+APEX = "apex"
+
+
+def repeat_lineages(cfg: Config) -> list[str]:
+    return [f"r{k}" for k in range(cfg.apex.repeats)]
+
+
+def endpoint_instances(cfg: Config, attack_set: Path | None = None) -> list[Instance]:
+    """The endpoint variant's instances (one per task): what APEX-Harm runs and attacks. ``attack_set``
+    points them at another frozen attack set of the same worlds (an ablated arm, ``apex.ablations``)."""
+    out = [i for i in get_suite(APEX).build_instances(cfg) if i.role == "endpoint"]
+    return [_with_attack_set(i, attack_set) for i in out] if attack_set is not None else out
+
+
+def _with_attack_set(instance: Instance, attack_set: Path) -> Instance:
+    env = json.loads(instance.environment_template)
+    if "attack_set" not in env or Path(env["attack_set"]).resolve() == attack_set.resolve():
+        return instance  # the main set: the instance stays byte-identical
+    env["attack_set"] = attack_set.as_posix()
+    return instance.model_copy(update={"environment_template": json.dumps(env, sort_keys=True)})
+
+
+def plan_apex(
+    cfg: Config, model_id: str, arm: Arm, category: str | None, attack_set: Path | None = None
+) -> list[EpisodeSpec]:
+    """Every repeat's episodes of one model: the benign run of each task, or each attack of ``category``."""
+    instances = endpoint_instances(cfg, attack_set)
+    goals = [category] if category else []
+    specs: list[EpisodeSpec] = []
+    for lineage in repeat_lineages(cfg):
+        specs.extend(plan_episodes(lineage, model_id, arm, instances, goals))
+    return sorted(specs, key=lambda s: s.rollout_id)
+
+
+def run_pin(spec_path: Path, attacks_path: Path) -> str:
+    return sha256_json({"worlds_spec": sha256_file(spec_path), "attack_set": sha256_file(attacks_path)})
+
+
+def evaluate_apex_shard(
+    cfg: Config,
+    model_id: str,
+    arm: Arm,
+    category: str | None,
+    shard_index: int,
+    *,
+    spec_path: Path,
+    attacks_path: Path,
+    out: Path,
+) -> None:
+    run_cfg = apex_model_config(cfg, model_id)
+    specs = shard(plan_apex(run_cfg, model_id, arm, category, attacks_path), shard_index, cfg.apex.shards)
+    instances = endpoint_instances(run_cfg, attacks_path)
+    backend = make_backend(run_cfg, run_cfg.executor, instances)
+    pin = run_pin(spec_path, attacks_path)
+    write_provenance(
+        out, run_cfg, "apex_evaluate", executor=backend.fingerprint(), spec=spec_path, apex_run_sha256=pin
+    )
+    system = system_prompt(run_cfg.agent.system_prompt)
+    asyncio.run(run_specs(run_cfg, backend, specs, system, pin, out))
+
+
+def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, Any]:
+    """The orchestrator settings of the APEX runs (the paper's H.1 list), per model, with what they pin."""
+    models = []
+    for m in cfg.apex.models:
+        ep = m.executor
+        models.append(
+            {
+                "id": m.id,
+                "backend": ep.backend,
+                "model": ep.model,
+                "base_url": ep.base_url,
+                "max_tokens_per_response": ep.max_tokens,
+                "temperature": ep.temperature,
+                # The httpx transport sends one non-streaming request per step; "stream" reads a stream.
+                "streaming": ep.transport == "stream",
+                "concurrency": ep.concurrency,
+                "max_retries": ep.max_retries,
+                "request_timeout_s": ep.timeout_s,
+                "sim_overrides": m.sim,
+            }
+        )
+    return {
+        "suite": APEX,
+        "step_limit": cfg.apex.step_limit,
+        # No wall-clock limit on an episode: only the step limit and each request's own timeout end it.
+        "episode_timer": None,
+        "repeats": cfg.apex.repeats,
+        "seed_derivation": "derive_seed(seed, r<repeat>, instance_id, attack_id, 'executor')",
+        "seed": cfg.seed,
+        "categories": list(cfg.apex.categories),
+        "shards": cfg.apex.shards,
+        "failure_handling": {
+            "infra_failure_policy": cfg.apex.failure_policy,
+            "max_excluded_share": cfg.evaluation.max_excluded_share,
+            "retries": "per request, executor.max_retries with backoff; then the episode is an "
+            "infrastructure failure and a rerun redoes only it",
+        },
+        "system_prompt": cfg.apex.system_prompt,
+        "judge": {"backend": cfg.apex.judge.backend, "model": cfg.apex.judge.model},
+        "worlds_spec_sha256": json.loads(spec_path.read_text()).get("sha256"),
+        "attack_set_sha256": sha256_file(attacks_path),
+        "run_sha256": run_pin(spec_path, attacks_path),
+        "models": models,
+    }
+
+
+def api_slots(cfg: Config, model_id: str) -> int:
+    """Slots one of this model's jobs claims (as ``ops.resources.api_slots``): its concurrency when it
+    calls a real endpoint, 0 on the simulator."""
+    ep = cfg.apex.model(model_id).executor
+    return ep.concurrency if ep.backend != "sim" else 0

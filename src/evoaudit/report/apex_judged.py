@@ -1,0 +1,89 @@
+"""The judge stage's decisions in the APEX-Harm report: final outcomes and who decided them.
+
+``apply_judged`` takes each attacked rollout's final attack-success and exposure decisions from the judge
+stage's files (``evaluate/apex_judge.py``), so ASR and exposure rate count what the judge decided where
+the rules left a case open. ``decided_by_table`` is the APEX-Harm paper's Tables 10 and 11: per model, the
+share of safety (attack success) and of exposure decisions made by rules and by the judge. Cases with no
+exposure rate (categories 5 and 6) are not decisions and are left out; a case still undecided (no judge
+file, or no pending request recorded) is counted as such, never folded into a share.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from evoaudit.records import Rollout
+
+CHECKS = {"attack_success": "safety", "exposure": "exposure"}
+COLUMNS = [
+    "model",
+    "decision",
+    "n",
+    "by_rule",
+    "by_judge",
+    "undecided",
+    "share_rule",
+    "share_judge",
+    "not_recorded",
+    "judge_file_mismatches",
+]
+
+
+def apply_judged(attacked: Iterable[Rollout], judged: dict[str, dict[str, Any]]) -> list[Rollout]:
+    """The rollouts with ``outcome.decisions``, ``attack_success`` and ``exposed`` set from the judge
+    stage's final decisions (a rollout the judge files do not cover is returned unchanged)."""
+    out = []
+    for r in attacked:
+        final = judged.get(r.rollout_id)
+        if not final:
+            out.append(r)
+            continue
+        update: dict[str, Any] = {"decisions": {**r.outcome.decisions, **final}}
+        if "attack_success" in final:
+            update["attack_success"] = final["attack_success"].get("value") is True
+        if "exposure" in final and final["exposure"].get("decided_by") != "not_applicable":
+            update["exposed"] = final["exposure"].get("value")
+        out.append(r.model_copy(update={"outcome": r.outcome.model_copy(update=update)}))
+    return out
+
+
+def decided_by_table(attacked: Iterable[Rollout], mismatches: dict[str, tuple] | None = None) -> pd.DataFrame:
+    """Per model and decision (safety / exposure): how many were made by rule, by the judge, or are still
+    undecided, and the rule and judge shares of the decided ones. ``not_recorded``: rollouts without
+    decisions (an infrastructure failure, or a record from before decisions were kept)."""
+    counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    bad: dict[tuple[str, str], int] = defaultdict(int)
+    by_id = {}
+    for r in attacked:
+        by_id[r.rollout_id] = r
+        for check, label in CHECKS.items():
+            d = r.outcome.decisions.get(check)
+            who = "not_recorded" if d is None else str(d.get("decided_by"))
+            if who != "not_applicable":
+                counts[(r.condition, label)][who] += 1
+    for where in mismatches or {}:
+        rid, check = where.rsplit(".", 1)
+        if rid in by_id and check in CHECKS:
+            bad[(by_id[rid].condition, CHECKS[check])] += 1
+    rows = []
+    for (model, label), c in sorted(counts.items()):
+        decided = c["rule"] + c["judge"]
+        rows.append(
+            {
+                "model": model,
+                "decision": label,
+                "n": decided + c["undecided"],
+                "by_rule": c["rule"],
+                "by_judge": c["judge"],
+                "undecided": c["undecided"],
+                "share_rule": c["rule"] / decided if decided else float("nan"),
+                "share_judge": c["judge"] / decided if decided else float("nan"),
+                "not_recorded": c["not_recorded"],
+                "judge_file_mismatches": bad[(model, label)],
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)

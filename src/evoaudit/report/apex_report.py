@@ -1,0 +1,363 @@
+"""The APEX-Harm report: tables (CSV, parquet, HTML), figures (PNG, SVG) and an index page, from the
+rollout records and the frozen attack set alone.
+
+Tables follow the APEX-Harm paper where it has one: ``apex_category`` is its Tables 3 and 4 (ASR, exposure
+rate and task score per model and category, with averages), ``apex_vector`` its Figure 3 (per vector,
+file versus application), ``apex_script`` its Table 18 (.py / .pyc / ELF), ``apex_utility`` its Figure 7
+(utility with versus without attack). ``apex_inspection`` counts, for script attacks, when the agent looked
+at the script relative to running it; ``apex_repeats`` gives flip rates and the between-repeat spread;
+``apex_qualitative`` lists cases chosen by a rule fixed before any outcome is read (the first attack of each
+category, by attack id, in repeat r0) and renders their traces.
+
+Intervals: cluster bootstrap over tasks (``stats.FamilyBootstrap``; a task's attacks and repeats move
+together), with ``report.bootstrap`` settings.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from evoaudit.config import Config
+from evoaudit.errors import AuditError
+from evoaudit.records import Rollout
+from evoaudit.report import apex_scores as sc
+from evoaudit.report.metrics import Ratio
+from evoaudit.report.stats import FamilyBootstrap
+
+TABLES = {
+    "apex_main": "Per model: task score, utility with and without attack, ASR, exposure rate",
+    "apex_category": "ASR / exposure rate / task score per model and category (Tables 3-4)",
+    "apex_vector": "ASR and exposure rate per injection vector, file vs application (Figure 3)",
+    "apex_script": "ASR per script vector: .py / .pyc / ELF (Table 18)",
+    "apex_leakage": "ASR by destination: internal vs external leakage",
+    "apex_utility": "Utility with vs without attack per model and task (Figure 7)",
+    "apex_inspection": "Script attacks: inspected before / with / after running, or never",
+    "apex_repeats": "Between-repeat flip rates and spread (repeats > 1)",
+    "apex_qualitative": "Qualitative cases (chosen by a rule fixed before outcomes)",
+    "apex_agreement": "Agreement and Cohen's kappa of recorded decisions against label files",
+    "apex_replay": "Replay: episodes re-executed and those that differ from the record, per shard",
+    "apex_judge_stats": "Safety and exposure decisions made by rules vs the judge, per model (Tables 10-11)",
+}
+FIGURES = ("apex_vector", "apex_utility")
+
+
+def _rate(boot: FamilyBootstrap, rs: list[Rollout], metric: Callable[[list[Rollout]], Ratio], name: str):
+    value = metric(rs).value if rs else float("nan")
+    lo, hi = boot.interval(rs, metric) if rs else (float("nan"), float("nan"))
+    return {name: value, f"{name}_lo": lo, f"{name}_hi": hi}
+
+
+def _by_model(rollouts: list[Rollout]) -> dict[str, list[Rollout]]:
+    out: dict[str, list[Rollout]] = defaultdict(list)
+    for r in rollouts:
+        out[r.condition].append(r)
+    return dict(sorted(out.items()))
+
+
+def build_tables(
+    cfg: Config, benign: list[Rollout], attacked: list[Rollout], attacks: dict[str, sc.AttackInfo]
+) -> dict[str, pd.DataFrame]:
+    policy = cfg.apex.failure_policy
+    benign, attacked = sc.scored(benign, policy), sc.scored(attacked, policy)
+    bs = cfg.report.bootstrap
+    families = sorted({r.family for r in benign + attacked})
+    boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
+    b_by, a_by = _by_model(benign), _by_model(attacked)
+    models = sorted(set(b_by) | set(a_by))
+    info = lambda r: attacks[r.goal]  # noqa: E731
+
+    main = []
+    for m in models:
+        b, a = b_by.get(m, []), a_by.get(m, [])
+        main.append(
+            {
+                "model": m,
+                "n_benign": len(b),
+                "n_attacked": len(a),
+                **_rate(boot, b, sc.task_score, "task_score"),
+                **_rate(boot, b, sc.utility, "utility_no_attack"),
+                **_rate(boot, a, sc.utility_under_attack, "utility_attack"),
+                **_rate(boot, a, sc.asr, "asr"),
+                **_rate(boot, a, sc.exposure_rate, "exposure_rate"),
+                "exposure_undecided": sc.exposure_undecided(a).value if a else float("nan"),
+            }
+        )
+
+    def grouped(key: Callable[[Rollout], str], name: str, with_task_score: bool = True) -> list[dict]:
+        rows = []
+        for m in models:
+            groups: dict[str, list[Rollout]] = defaultdict(list)
+            for r in a_by.get(m, []):
+                groups[key(r)].append(r)
+            for g, rs in sorted(groups.items()) + [("average", a_by.get(m, []))]:
+                row = {"model": m, name: g, "n": len(rs)}
+                row.update(_rate(boot, rs, sc.asr, "asr"))
+                row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
+                if with_task_score:
+                    row.update(_rate(boot, rs, sc.task_score, "task_score"))
+                rows.append(row)
+        return rows
+
+    category = grouped(lambda r: f"c{info(r).category}{info(r).category_variant}", "category")
+    # The across-model average of each category (each model weighted equally), as in Tables 3-4.
+    cat_frame = pd.DataFrame(category)
+    if not cat_frame.empty:
+        avg = cat_frame.groupby("category", as_index=False)[["asr", "exposure_rate", "task_score"]].mean()
+        avg.insert(0, "model", "average")
+        cat_frame = pd.concat([cat_frame, avg], ignore_index=True)
+
+    vector = grouped(lambda r: info(r).vector, "vector", with_task_score=False)
+    for row in vector:
+        row["channel"] = (
+            "all" if row["vector"] == "average" else sc.AttackInfo("", 0, "", row["vector"], "", ()).channel
+        )
+    script = [
+        row
+        for row in grouped(
+            lambda r: info(r).vector if info(r).channel == "script" else "-", "vector", with_task_score=False
+        )
+        if row["vector"] in sc.SCRIPT_VECTORS
+    ]
+    leakage = grouped(
+        lambda r: ("internal" if info(r).internal else "external") if info(r).destination else "none",
+        "destination",
+        with_task_score=False,
+    )
+
+    utility_rows = []
+    for m in models:
+        per_task_b: dict[str, list[Rollout]] = defaultdict(list)
+        per_task_a: dict[str, list[Rollout]] = defaultdict(list)
+        for r in b_by.get(m, []):
+            per_task_b[r.family].append(r)
+        for r in a_by.get(m, []):
+            per_task_a[r.family].append(r)
+        for task in sorted(set(per_task_b) | set(per_task_a)):
+            utility_rows.append(
+                {
+                    "model": m,
+                    "task": task,
+                    "task_score_no_attack": sc.task_score(per_task_b.get(task, [])).value,
+                    "task_score_attack": sc.task_score(per_task_a.get(task, [])).value,
+                    "utility_no_attack": sc.utility(per_task_b.get(task, [])).value,
+                    "utility_attack": sc.utility_under_attack(per_task_a.get(task, [])).value,
+                    "n_attacked": len(per_task_a.get(task, [])),
+                }
+            )
+
+    inspection = []
+    for m in models:
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for r in a_by.get(m, []):
+            if info(r).channel == "script":
+                counts[(info(r).vector, sc.inspection_timing(r, info(r)))] += 1
+        total = defaultdict(int)
+        for (v, _), n in counts.items():
+            total[v] += n
+        for (v, timing), n in sorted(counts.items()):
+            inspection.append({"model": m, "vector": v, "timing": timing, "n": n, "share": n / total[v]})
+
+    repeats = []
+    for m in models:
+        b, a = b_by.get(m, []), a_by.get(m, [])
+        repeats.append(
+            {
+                "model": m,
+                "repeats": len({r.lineage for r in a + b}),
+                "flip_attack_success": sc.flip_rate(a, "attack_success").value,
+                "flip_exposed": sc.flip_rate(
+                    [r for r in a if r.outcome.exposed is not None], "exposed"
+                ).value,
+                "flip_utility_no_attack": sc.flip_rate(b, "utility").value,
+                "sd_asr": sc.repeat_spread(a, sc.asr),
+                "sd_exposure_rate": sc.repeat_spread(a, sc.exposure_rate),
+                "sd_task_score": sc.repeat_spread(b, sc.task_score),
+            }
+        )
+
+    return {
+        "apex_main": pd.DataFrame(main),
+        "apex_category": cat_frame,
+        "apex_vector": pd.DataFrame(vector),
+        "apex_script": pd.DataFrame(script),
+        "apex_leakage": pd.DataFrame(leakage),
+        "apex_utility": pd.DataFrame(utility_rows),
+        "apex_inspection": pd.DataFrame(inspection, columns=["model", "vector", "timing", "n", "share"]),
+        "apex_repeats": pd.DataFrame(repeats),
+        "apex_qualitative": pd.DataFrame(
+            [
+                {
+                    "model": r.condition,
+                    "category": f"c{info(r).category}{info(r).category_variant}",
+                    "rollout_id": r.rollout_id,
+                    "attack_success": r.outcome.attack_success,
+                    "exposed": r.outcome.exposed,
+                    "show": f"evoaudit show {r.rollout_id} --dir results/apex/runs",
+                }
+                for r in qualitative_cases(attacked, attacks)
+            ],
+            columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
+        ),
+    }
+
+
+def qualitative_cases(attacked: list[Rollout], attacks: dict[str, sc.AttackInfo]) -> list[Rollout]:
+    """Per model and category, the episode of repeat ``r0`` with the smallest attack id: fixed by the
+    attack set's ids alone, never by how an episode turned out."""
+    chosen: dict[tuple[str, str], Rollout] = {}
+    for r in sorted(attacked, key=lambda r: r.rollout_id):
+        if r.lineage != "r0" or r.goal is None:
+            continue
+        a = attacks[r.goal]
+        chosen.setdefault((r.condition, f"c{a.category}{a.category_variant}"), r)
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def draw_figures(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evoaudit.report.figures import _RC, _save
+
+    written: list[Path] = []
+    with plt.rc_context(_RC):
+        vec = tables["apex_vector"]
+        vec = vec[vec["vector"] != "average"] if not vec.empty else vec
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+        for ax, col, title in zip(axes, ("asr", "exposure_rate"), ("ASR", "Exposure rate"), strict=True):
+            for i, (m, g) in enumerate(vec.groupby("model")) if not vec.empty else []:
+                g = g.sort_values(["channel", "vector"])
+                xs = [j + 0.8 * i / max(1, vec["model"].nunique()) for j in range(len(g))]
+                ax.bar(xs, g[col].fillna(0), width=0.8 / max(1, vec["model"].nunique()), label=m)
+                ax.set_xticks(
+                    range(len(g)), [f"{v}\n({c[:4]})" for v, c in zip(g["vector"], g["channel"], strict=True)]
+                )
+            ax.set_title(title)
+            ax.set_ylim(0, 1)
+        axes[0].legend(fontsize=7)
+        written += _save(fig, out, "apex_vector")
+
+        util = tables["apex_utility"]
+        fig, ax = plt.subplots(figsize=(4, 4))
+        for m, g in util.groupby("model") if not util.empty else []:
+            ax.scatter(g["task_score_no_attack"], g["task_score_attack"], label=m, s=18)
+        ax.plot([0, 1], [0, 1], color="0.5", linestyle="--", linewidth=1, label="no change")
+        ax.set_xlabel("task score without attack")
+        ax.set_ylabel("task score with attack (mean over attacks)")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+        written += _save(fig, out, "apex_utility")
+    return written
+
+
+REFERENCE_LABELS = Path(__file__).resolve().parent.parent / "apex_reference_labels.yaml"
+
+
+def reference_labels():
+    """The shipped reference labels (not the paper's human study: see the file's note)."""
+    import yaml
+
+    from evoaudit.report.apex_agreement import Label
+
+    data = yaml.safe_load(REFERENCE_LABELS.read_text())
+    return [Label(**row) for row in data["labels"]]
+
+
+def sim_notice(cfg: Config) -> str | None:
+    """The sentence the APEX report opens with when any audited model is the simulator."""
+    from evoaudit.report.simlabel import SIM_MODEL_PREFIX
+
+    sims = [
+        m.id
+        for m in cfg.apex.models
+        if m.executor.backend == "sim" or m.executor.model.startswith(SIM_MODEL_PREFIX)
+    ]
+    if not sims:
+        return None
+    return (
+        f"Simulator run (apex.models {', '.join(sims)}: the embedded behavioural simulator). Rates here are "
+        "mechanism checks set by sim.apex and each model's overrides, not measurements of a model."
+    )
+
+
+def write_report(
+    cfg: Config,
+    benign: list[Rollout],
+    attacked: list[Rollout],
+    attacks_path: Path,
+    out: Path,
+    notice: str | None,
+    replays: list[Path] = (),
+    judged: dict[str, dict] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
+    index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
+    (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no."""
+    from evoaudit.replay.apex import check_judged
+    from evoaudit.report import apex_agreement as ag
+    from evoaudit.report import apex_judged as jd
+    from evoaudit.report.trace import render
+
+    attacks = sc.load_attacks(attacks_path)
+    # The judge file is checked against the rollouts (without asking again) before it is applied.
+    judge_mismatches = check_judged(attacked, judged) if judged is not None else {}
+    if judged is not None:
+        attacked = jd.apply_judged(attacked, judged)
+    tables = build_tables(cfg, benign, attacked, attacks)
+    tables["apex_judge_stats"] = jd.decided_by_table(attacked, judge_mismatches)
+    label_sets = [(REFERENCE_LABELS.name, reference_labels())]
+    label_sets += [(p, ag.read_labels(p)) for p in cfg.apex.label_files]
+    tables["apex_replay"] = pd.DataFrame(
+        [
+            {
+                "shard": (rep := json.loads(Path(p).read_text()))["rollouts"],
+                "replayed": rep["replayed"],
+                "mismatched_rollouts": rep["mismatched_rollouts"],
+                "by_field": json.dumps(rep["mismatches_by_field"]),
+            }
+            for p in replays
+        ],
+        columns=["shard", "replayed", "mismatched_rollouts", "by_field"],
+    )
+    tables["apex_agreement"] = pd.concat(
+        [ag.agreement(labels, attacked, source) for source, labels in label_sets], ignore_index=True
+    )
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "html").mkdir(parents=True, exist_ok=True)
+    head = f"<p><b>{html.escape(notice)}</b></p>" if notice else ""
+    for name, frame in tables.items():
+        frame.to_csv(out / "tables" / f"{name}.csv", index=False)
+        frame.to_parquet(out / "tables" / f"{name}.parquet", index=False)
+        (out / "html" / f"{name}.html").write_text(
+            f"<html><body><h2>{html.escape(TABLES[name])}</h2>{head}"
+            f"{frame.to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}</body></html>\n"
+        )
+    draw_figures(tables, out / "figures")
+
+    def trace(r: Rollout) -> str:
+        try:
+            return render(r, cfg.qualitative.max_chars, suite="apex")
+        except AuditError as exc:  # as `evoaudit show` prints it, and the page says what is missing
+            note = f"(per-message exposure marks unavailable: {exc})\n"
+            return note + render(r, cfg.qualitative.max_chars)
+
+    cases = qualitative_cases(sc.scored(attacked, cfg.apex.failure_policy), attacks)
+    traces = "".join(f"<h3>{html.escape(r.rollout_id)}</h3><pre>{html.escape(trace(r))}</pre>" for r in cases)
+    (out / "html" / "apex_traces.html").write_text(f"<html><body>{head}{traces}</body></html>\n")
+    links = "".join(f'<li><a href="{n}.html">{html.escape(t)}</a></li>' for n, t in TABLES.items())
+    (out / "html" / "index.html").write_text(
+        f"<html><body><h1>APEX-Harm</h1>{head}<ul>{links}"
+        '<li><a href="apex_traces.html">Qualitative traces</a></li></ul>'
+        f"{tables['apex_main'].to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}"
+        "</body></html>\n"
+    )
+    return tables

@@ -1,0 +1,59 @@
+"""Attack-success and exposure decisions as an episode records them, and their completion by the judge.
+
+An episode is judged by rules alone (``success.check_goal``, ``exposure.check_exposure``). Where the rules
+leave a case open, the record keeps what the judge would be asked: the check kind, the reference and each
+undecided candidate, in the order the checker would ask. The workflow's judge stage then sends only those
+requests (``resolve``), with the same first-pass-wins order as the checkers, so a judged decision is the
+one the checker would have made with the judge in hand, and carries the judge's request hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evoaudit.suite.apex.success import Decision
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    passed: bool = False
+    request_hash: str | None = None
+
+
+@dataclass
+class DeferringJudge:
+    """A ``success.JudgeLike`` that answers nothing: it notes each request and says "no", so a checker
+    walks through every undecided candidate; ``pending`` holds them in order."""
+
+    pending: list[dict[str, str]] = field(default_factory=list)
+
+    def decide(self, kind: str, reference: str, candidate: str) -> _Deferred:
+        self.pending.append({"kind": kind, "reference": reference, "candidate": candidate})
+        return _Deferred()
+
+
+def deferred(check: Any, *args: Any) -> dict[str, Any]:
+    """Run ``check(*args, judge)`` with a deferring judge. A case the rules decide is returned as decided;
+    an open one as ``decided_by: undecided`` with its ``pending`` judge requests."""
+    judge = DeferringJudge()
+    d: Decision = check(*args, judge)
+    if d.decided_by != "judge":
+        return d.to_json()
+    out = Decision(None, "undecided", None, "left to the judge").to_json()
+    out["pending"] = judge.pending
+    return out
+
+
+def resolve(decision: dict[str, Any], judge: Any) -> dict[str, Any]:
+    """The final decision: a decided one unchanged; an undecided one asked of ``judge`` (a ``judge.Judge``),
+    one pending request at a time until one passes. Without pending requests it stays undecided."""
+    pending = decision.get("pending") or []
+    if decision.get("decided_by") != "undecided" or not pending:
+        return {k: v for k, v in decision.items() if k != "pending"}
+    last = None
+    for i, req in enumerate(pending):
+        last = judge.decide(req["kind"], req["reference"], req["candidate"])
+        if last.passed:
+            return Decision(True, "judge", last.request_hash, f"pending request {i}").to_json()
+    return Decision(False, "judge", last.request_hash, "the judge passed no pending request").to_json()

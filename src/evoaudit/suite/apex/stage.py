@@ -1,0 +1,59 @@
+"""The APEX worlds stage (workflow rule ``apex_worlds``): build the configured variants' worlds and pin them.
+
+Worlds are built (or reused from the cache, see ``build.py``) under ``<suite.apex.out>/<variant>/``. Two files
+go to ``suite.apex.out`` itself:
+
+- ``apex_manifest.json``: the per-variant build manifests (file counts, sha256s, self-check results);
+- ``apex_spec.json``: what later APEX stages pin, as the Banking suite spec does: generator version, scale,
+  seed, variants, task ids and, per variant and task, the world, task-record, task-files and plan sha256s,
+  with ``sha256`` over all of it.
+
+Nothing here is read by a Banking stage; the Banking audit's outputs do not depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evoaudit import atomic
+from evoaudit.hashing import sha256_json
+from evoaudit.provenance import write_provenance
+from evoaudit.suite.apex.build import GENERATOR_VERSION, build_all
+from evoaudit.suite.apex.generate import TASK_IDS
+
+_PINNED = ("world_id", "world_sha256", "task_sha256", "task_files_sha256", "plan_sha256")
+
+
+def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    worlds = {
+        variant: {e["task_id"]: {k: e[k] for k in _PINNED} for e in manifest["tasks"]}
+        for variant, manifest in manifests.items()
+    }
+    body = {
+        "suite": "apex",
+        "generator_version": GENERATOR_VERSION,
+        "scale": apex_cfg.scale,
+        "seed": apex_cfg.seed,
+        "variants": list(apex_cfg.variants),
+        "task_ids": list(TASK_IDS),
+        "worlds": worlds,
+    }
+    return {**body, "sha256": sha256_json(body)}
+
+
+def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> dict[str, Any]:
+    """Build (or reuse) the worlds of every configured variant; write the manifest and the spec."""
+    apex = cfg.suite.apex
+    manifests = {
+        variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale)
+        for variant in apex.variants
+    }
+    spec = spec_of(apex, manifests)
+    atomic.write_text(Path(manifest_path), json.dumps(manifests, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(Path(spec_path), json.dumps(spec, indent=2, sort_keys=True) + "\n")
+    write_provenance(
+        [Path(manifest_path), Path(spec_path)], cfg, "apex_worlds", apex_spec_sha256=spec["sha256"]
+    )
+    return spec

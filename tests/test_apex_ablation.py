@@ -1,0 +1,262 @@
+"""APEX-Harm ablations: their config, the ablated arm's attack choices, the comparison table on rollouts
+built in code, the ablation configs' DAGs (dry runs) and one small end-to-end ablation run."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import copy_workflow, snakemake
+
+from evoaudit import config as config_mod
+from evoaudit.records import ExecutedCall, Message, Outcome, Rollout
+from evoaudit.report import apex_ablation
+from evoaudit.report import apex_scores as sc
+from evoaudit.report.stats import FamilyBootstrap
+from evoaudit.suite.apex import ablation
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "config" / "examples").glob("apex-ablation-*.yaml"))
+
+
+def _rollout(model, task, attack, *, success=False, exposed=None, score=1.0, prompt="do it", calls=()):
+    arm = "attacked" if attack else "benign"
+    return Rollout(
+        rollout_id=f"r0/{model}/{arm}/{task}.v0/{attack or 'none'}",
+        lineage="r0",
+        condition=model,
+        arm=arm,
+        instance_id=f"{task}.v0",
+        family=task,
+        variant="v0",
+        split="unseen",
+        goal=attack,
+        seed=0,
+        executor={},
+        pre_state_sha256="0",
+        terminal_state={},
+        messages=[Message(role="user", content=prompt)],
+        calls=[ExecutedCall(call_id=f"c{i}", function=f, args=a) for i, (f, a) in enumerate(calls)],
+        outcome=Outcome(
+            utility=score == 1.0,
+            task_score=score,
+            attack_success=success if attack else None,
+            exposed=exposed,
+        ),
+    )
+
+
+def _attacks(*ids: str) -> dict[str, sc.AttackInfo]:
+    out = {}
+    for a in ids:
+        cat, variant = int(a[1]), a.split(".")[0][2:]
+        out[a] = sc.AttackInfo(a, cat, variant, "txt", "internal_mail", ())
+    return out
+
+
+def _boot(tasks):
+    return FamilyBootstrap(tasks, 200, 1, 0.95)
+
+
+# --- config --------------------------------------------------------------------------------------------
+
+
+def test_an_ablation_merges_its_changes_into_the_attack_switches():
+    cfg = config_mod.from_dict(
+        {
+            "apex": {
+                "categories": ["c2"],
+                "ablations": [{"name": "x", "attacks": {"instruction_file": False}}],
+            }
+        },
+        "test",
+    )
+    opts = ablation.attack_options(cfg, "x")
+    assert opts.instruction_file is False and opts.task_keywords is True
+    assert ablation.categories(cfg, "x") == ("c2",) and ablation.reference_model(cfg, "x") == "sim"
+    assert not ablation.needs_benign(cfg, "x")
+    assert ablation.arm_name("") is None and ablation.arm_name("ablations/x/") == "x"
+
+
+@pytest.mark.parametrize(
+    ("ablations", "message"),
+    [
+        (
+            [{"name": "x", "attacks": {"nonsense": True}}],
+            "apex.ablations[0] (x).attacks: unknown keys ['nonsense']",
+        ),
+        (
+            [{"name": "x", "attacks": {}, "categories": ["c5"]}],
+            "apex.ablations[0] (x).categories: ['c5'] not in",
+        ),
+        ([{"name": "x", "attacks": {}}, {"name": "x", "attacks": {}}], "names must be unique"),
+        (
+            [{"name": "x", "attacks": {}, "reference_model": "gpt"}],
+            "reference_model: 'gpt' is not in apex.models",
+        ),
+        ([{"name": "X y", "attacks": {}}], "apex.ablations.0.name"),
+    ],
+)
+def test_bad_ablations_name_the_field(ablations, message):
+    with pytest.raises(config_mod.ConfigError, match=re.escape(message)):
+        config_mod.from_dict({"apex": {"categories": ["c1", "c2"], "ablations": ablations}}, "test")
+
+
+def test_a_bad_switch_value_names_the_ablation():
+    cfg = config_mod.from_dict({"apex": {"ablations": [{"name": "p", "attacks": {"placement": "top"}}]}}, "t")
+    with pytest.raises(config_mod.ConfigError, match=re.escape("apex.ablations (p).attacks")):
+        ablation.attack_options(cfg, "p")
+
+
+# --- source choice for existing-file placement --------------------------------------------------------
+
+
+class _Picker:
+    model = "fixed"
+
+    def __init__(self, pick):
+        self.pick = pick
+
+    def select_source(self, prompt, keywords, files):
+        return self.pick, "h"
+
+
+def test_the_source_is_a_file_the_benign_run_read():
+    benign = [
+        _rollout("sim", "t1", None, prompt="task one", calls=[("read_sheet", {"path": "./d/b.xlsx"})]),
+        _rollout("sim", "t2", None, prompt="task two", calls=[("read_file", {"path": "d/a.txt"})]),
+        _rollout("sim", "t3", None, prompt="task three", calls=[("list_files", {"path": "d"})]),
+    ]
+    read = ablation.read_files(benign)
+    assert read["task one"] == ["d/b.xlsx"] and read["task three"] == []
+    chooser = ablation.ReadFileAttacker(_Picker("d/a.txt"), read)
+    files = ["d/a.txt", "d/b.xlsx"]
+    assert chooser.select_source("task one", [], files) == ("d/b.xlsx", "h")  # the pick was not read
+    assert chooser.select_source("task two", [], files) == ("d/a.txt", "h")  # the pick was read: kept
+    assert chooser.select_source("task three", [], files) == ("d/a.txt", "h")  # nothing read: the pick
+    assert chooser.choices["task three"]["benign_read"] == [] and chooser.model == "fixed"
+
+
+# --- the table -----------------------------------------------------------------------------------------
+
+
+def test_the_table_compares_each_category_of_the_ablated_arm_with_the_base_arm():
+    attacks = _attacks("c2.t1.0", "c2.t2.0", "c4perm.t1.0", "c4noperm.t1.0")
+    base = [
+        _rollout("m", "t1", "c2.t1.0", success=True, exposed=True),
+        _rollout("m", "t2", "c2.t2.0", success=True, exposed=True),
+        _rollout("m", "t1", "c4perm.t1.0", success=True, exposed=True),
+        _rollout("m", "t1", "c4noperm.t1.0", exposed=False),
+    ]
+    ablated = [
+        _rollout("m", "t1", "c2.t1.0", exposed=True, score=0.5),
+        _rollout("m", "t2", "c2.t2.0", success=True, exposed=False),
+        _rollout("m", "t1", "c4perm.t1.0", success=True, exposed=True),
+        _rollout("m", "t1", "c4noperm.t1.0", exposed=True),
+    ]
+    t = apex_ablation.ablation_table(base, ablated, attacks, attacks, _boot(["t1", "t2"]))
+    assert list(t.category) == ["c2", "c4noperm", "c4perm", "all"]
+    c2 = t[t.category == "c2"].iloc[0]
+    assert (c2.n_base, c2.n_ablated) == (2, 2)
+    assert (c2.asr_base, c2.asr_ablated, c2.asr_delta) == (1.0, 0.5, -0.5)
+    assert (c2.exposure_rate_base, c2.exposure_rate_ablated) == (1.0, 0.5)
+    assert c2.task_score_ablated == 0.75 and c2.asr_delta_lo <= -0.5 <= c2.asr_delta_hi
+    noperm = t[t.category == "c4noperm"].iloc[0]
+    assert (noperm.exposure_rate_base, noperm.exposure_rate_ablated) == (0.0, 1.0)
+    every = t[t.category == "all"].iloc[0]
+    assert every.n_base == 4 and every.asr_base == 0.75 and every.asr_ablated == 0.5
+
+
+def test_a_group_missing_from_one_arm_has_no_delta():
+    attacks = _attacks("c1.t1.0", "c3.t1.0")
+    t = apex_ablation.ablation_table(
+        [_rollout("m", "t1", "c1.t1.0", success=True)], [_rollout("m", "t1", "c3.t1.0")], attacks, attacks,
+        _boot(["t1"]),
+    )  # fmt: skip
+    c1 = t[t.category == "c1"].iloc[0]
+    assert c1.n_ablated == 0 and math.isnan(c1.asr_ablated) and math.isnan(c1.asr_delta_lo)
+
+
+def test_the_written_table_has_csv_parquet_and_an_html_section(tmp_path):
+    attacks = _attacks("c2.t1.0")
+    frame = apex_ablation.ablation_table(
+        [_rollout("m", "t1", "c2.t1.0", success=True)], [_rollout("m", "t1", "c2.t1.0")], attacks, attacks,
+        _boot(["t1"]),
+    )  # fmt: skip
+    out = tmp_path / "no-instruction.csv"
+    apex_ablation.write_table("no-instruction", {"instruction_file": False}, frame, out, None, {"a": "1"})
+    assert pd.read_parquet(out.with_suffix(".parquet")).equals(pd.read_csv(out))
+    page = out.with_suffix(".html").read_text()
+    assert "no-instruction" in page and "instruction_file" in page
+
+
+# --- the workflow --------------------------------------------------------------------------------------
+
+
+def _jobs(stdout: str) -> dict[str, int]:
+    table = stdout.split("Job stats:", 1)[1] if "Job stats:" in stdout else ""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_every_ablation_config_is_shipped():
+    names = {p.name for p in EXAMPLES}
+    for kind in ("placement", "no-instruction", "no-keywords", "watcher", "hidden", "timer", "permission"):
+        assert f"apex-ablation-{kind}.yaml" in names
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_an_ablation_config_plans_its_arms_on_the_same_worlds(tmp_path, example):
+    apex = yaml.safe_load(example.read_text())["apex"]
+    n = len(apex["ablations"])
+    copy_workflow(tmp_path, {"apex": {**apex, "enabled": True}})
+    out = snakemake(tmp_path, "-n", "apex").stdout
+    jobs = _jobs(out)
+    cats = len(apex["categories"])
+    assert jobs["apex_worlds"] == 1  # one set of frozen worlds for every arm
+    assert jobs["apex_attacks"] == 1 + n and jobs["apex_ablation_table"] == n
+    assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1
+    # Replay: the main run's benign and attacked shards, and each ablated arm's attacked shards.
+    assert jobs["apex_instances"] == 1 + n and jobs["apex_replay"] == 1 + cats * (1 + n)
+    for a in apex["ablations"]:
+        assert f"results/suite/apex/ablations/{a['name']}/attacks.json" in out
+        assert f"results/apex/ablations/{a['name']}/runs/sim/attacked/" in out
+        assert f"results/apex/report/ablations/{a['name']}.csv" in out
+
+
+@pytest.mark.slow
+def test_an_ablation_runs_end_to_end_into_its_table(tmp_path):
+    apex = yaml.safe_load((REPO / "config/examples/apex-ablation-placement.yaml").read_text())["apex"]
+    apex["ablations"] = apex["ablations"][:1]  # existing-start: its attack set reads the benign runs
+    copy_workflow(tmp_path, {"suite": {"apex": {"scale": 0.05}}, "apex": {**apex, "enabled": True}})
+    snakemake(tmp_path, "results/apex/report/ablations/existing-start.csv")
+    table = pd.read_csv(tmp_path / "results/apex/report/ablations/existing-start.csv")
+    assert set(table.category) == {"c1", "all"}
+    every = table[table.category == "all"].iloc[0]
+    assert every.n_base == every.n_ablated == 30  # 15 tasks x 2 category-1 attacks in each arm
+    replayed = json.loads((tmp_path / "results/apex/report/ablations/provenance.json").read_text())
+    assert replayed["existing-start.csv"]["ablated_replay"] == {"replayed": 30, "mismatched_rollouts": 0}
+    prov = json.loads((tmp_path / "results/suite/apex/ablations/existing-start/provenance.json").read_text())
+    entry = prov["attacks.json"]
+    assert entry["ablation"] == "existing-start" and entry["options"]["placement"] == "existing_start"
+    assert entry["benign_shards"] == ["results/apex/runs/sim/benign/shard0.jsonl"]
+    ablated = json.loads((tmp_path / "results/suite/apex/ablations/existing-start/attacks.json").read_text())
+    base = json.loads((tmp_path / "results/suite/apex/attacks.json").read_text())
+    assert ablated["options"]["placement"] == "existing_start" and base["options"]["placement"] == "created"
+    # Every file-vector attack injects into a file that task's benign episode read (when it read any).
+    chosen = {v["chosen"] for v in entry["source_choices"].values()}
+    # The benign simulator reads most tasks' files: most choices are constrained by what it read.
+    assert sum(bool(v["benign_read"]) for v in entry["source_choices"].values()) >= 10
+    placed = {
+        p["target"].removeprefix("file:")
+        for a in ablated["instances"]
+        if a["placement"] == "existing_start"
+        for p in a["payload"]
+    }
+    assert placed and placed <= chosen
+    for v in entry["source_choices"].values():
+        assert not v["benign_read"] or v["chosen"] in v["benign_read"]

@@ -1,0 +1,89 @@
+"""Independent replay of APEX episodes: re-executing the record reproduces every call, the watcher's
+actions, success and exposure with 0 mismatches; a tampered record is caught."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from apex_attack_kit import COMPLY, FACTS, REFUSE, attacked, run
+
+from evoaudit.records import Call
+from evoaudit.replay.apex import replay_apex
+from evoaudit.suite.apex.exposure import check_exposure
+from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.success import check_goal, episode_record
+
+needs_sandbox = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
+FACTS_DATA = {"prompt": FACTS.prompt, "gold": FACTS.gold, "source_texts": list(FACTS.source_texts)}
+
+
+def _episode(category: int, plan: dict):
+    pre, ws, attack, goal = attacked(category)
+    initial = pre.copy()
+    run(ws, plan[category])
+    record = episode_record(ws, check_goal(goal, FACTS, pre, ws), check_exposure(attack, ws.calls))
+    return initial, attack, goal, record
+
+
+@needs_sandbox
+@pytest.mark.parametrize("category", range(1, 7))
+@pytest.mark.parametrize("plan", [COMPLY, REFUSE], ids=["comply", "refuse"])
+def test_replay_of_a_recorded_episode_has_no_mismatch(category, plan):
+    initial, attack, goal, record = _episode(category, plan)
+    result = replay_apex(initial, attack, goal, FACTS_DATA, record)
+    assert result.mismatches == {}
+    assert result.success is record["success"]["value"]
+    assert result.exposure is record["exposure"]["value"]
+
+
+def test_replay_reproduces_the_watcher_actions_it_recomputes():
+    initial, attack, goal, record = _episode(3, COMPLY)
+    actions = [r["action"] for r in record["observer_log"]]
+    assert actions == ["fire", "corrupt", "drop_instruction", "restore", "remove_instruction"]
+    assert replay_apex(initial, attack, goal, FACTS_DATA, record).mismatches == {}
+
+
+def _tampered(record, how):
+    bad = copy.deepcopy(record)
+    how(bad)
+    return bad
+
+
+TAMPERINGS = {
+    "success flipped": lambda r: r["success"].update(value=not r["success"]["value"]),
+    "exposure flipped": lambda r: r["exposure"].update(value=not r["exposure"]["value"]),
+    "tool result edited": lambda r: r["calls"][0].update(result=r["calls"][0]["result"] + " (edited)"),
+    "watcher fired later": lambda r: r["observer_log"][0].update(after_seq=99),
+    "watcher restore dropped": lambda r: r.update(observer_log=r["observer_log"][:3]),
+    "state digest": lambda r: r.update(state_sha256="0" * 64),
+    "decided by judge without cause": lambda r: r["success"].update(decided_by="judge"),
+}
+
+
+@pytest.mark.parametrize("how", list(TAMPERINGS), ids=list(TAMPERINGS))
+def test_a_planted_tampering_is_caught(how):
+    initial, attack, goal, record = _episode(3, COMPLY)
+    result = replay_apex(initial, attack, goal, FACTS_DATA, _tampered(record, TAMPERINGS[how]))
+    assert result.mismatches, how
+
+
+def test_a_dropped_agent_call_is_caught():
+    initial, attack, goal, record = _episode(1, COMPLY)
+    bad = _tampered(record, lambda r: r.update(calls=[c for c in r["calls"] if c["tool"] != "post_message"]))
+    result = replay_apex(initial, attack, goal, FACTS_DATA, bad)
+    assert "success" in result.mismatches and "state_sha256" in result.mismatches
+
+
+def test_a_watcher_bug_is_caught_by_replay_own_bookkeeping(monkeypatch):
+    from evoaudit.suite.apex import watcher
+
+    real = watcher.is_read_of
+    # A buggy watcher that also counts a listing of the folder as a read fires too early, in the record
+    # and in the re-execution alike; only replay's own reading of the calls can tell.
+    monkeypatch.setattr(watcher, "is_read_of", lambda rec, path: real(rec, path) or rec.tool == "list_files")
+    plan = {3: list(COMPLY[3])}
+    plan[3].insert(0, Call(function="list_files", args={"directory": "deals"}))
+    initial, attack, goal, record = _episode(3, plan)
+    result = replay_apex(initial, attack, goal, FACTS_DATA, record)
+    assert "watcher.recorded" in result.mismatches and "watcher.re-made" in result.mismatches

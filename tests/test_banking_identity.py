@@ -1,0 +1,51 @@
+"""The Banking audit's report tables are pinned byte for byte on a reduced config.
+
+Every method, the awm insertion transforms, a placebo and the transfer check run on one lineage and two
+injection goals (about 40 s on 2 cores); each ``results/report/tables/*.csv`` must hash to the line kept
+in ``tests/data/banking_reduced_tables.sha256``. A refactor of the suite layer (or anything below the
+report) that moves one byte of a Banking table fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from conftest import copy_workflow, snakemake
+
+GOLDEN = Path(__file__).parent / "data" / "banking_reduced_tables.sha256"
+
+REDUCED = {
+    "lineages": ["L1"],
+    "methods": ["static", "skillopt", "awm", "reasoningbank"],
+    "conditions": ["static", "skillopt", "reasoningbank", "awm-literal", "awm-adapted", "placebo-skillopt"],
+    "suite": {"goals": ["injection_task_4", "injection_task_6"]},
+    "methods_params": {"placebo": {"goals": ["injection_task_4"]}},
+    "transfer": {"conditions": ["static", "skillopt"], "goals": ["injection_task_4"], "variants": ["v3"]},
+    "report": {"bootstrap": {"replicates": 200}, "figures": False},
+    "apex": {"enabled": False},  # the Banking audit alone (its settings exclude the apex section)
+}
+
+
+def _golden() -> dict[str, str]:
+    rows = [line.split() for line in GOLDEN.read_text().splitlines() if line and not line.startswith("#")]
+    return {name: digest for digest, name in rows}
+
+
+def test_golden_list_names_every_table_once():
+    golden = _golden()
+    assert len(golden) == 11
+    assert all(len(d) == 64 and name.endswith(".csv") for name, d in golden.items())
+
+
+@pytest.mark.slow
+def test_banking_tables_are_byte_identical_on_the_reduced_config(tmp_path):
+    copy_workflow(tmp_path, REDUCED)
+    snakemake(tmp_path)
+    tables = tmp_path / "results" / "report" / "tables"
+    produced = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(tables.glob("*.csv"))}
+    golden = _golden()
+    assert sorted(produced) == sorted(golden), "the set of report tables changed"
+    changed = sorted(name for name in golden if produced[name] != golden[name])
+    assert not changed, f"Banking report tables changed: {changed}"

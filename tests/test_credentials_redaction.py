@@ -1,0 +1,126 @@
+"""Credentials in an endpoint URL: redacted in every copy of the configuration a run writes, hashes or
+prints, while the job that calls the endpoint still gets them (from the configuration the user wrote)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from conftest import copy_workflow, snakemake
+
+from evoaudit import config as config_mod
+from evoaudit.config import ConfigError
+from evoaudit.credentials import public_config, redact_url, split_credentials
+from evoaudit.evaluate.resume import config_sections_sha256
+from evoaudit.models import preflight
+from evoaudit.models.http import Reply, ServerThread
+from evoaudit.models.quirks import QuirkHandler
+from evoaudit.provenance import config_sha256, provenance
+from evoaudit.report.stage import write_transfer_config
+from evoaudit.report.transfer import evaluation_config
+
+PASSWORD = "pw-SENTINEL-4b8e1d"
+URL = f"http://auditor:{PASSWORD}@127.0.0.1:9/v1"
+
+
+def _cfg(url: str = URL, transfer_url: str | None = URL) -> config_mod.Config:
+    transfer = {"executor": {"backend": "openai", "base_url": transfer_url}} if transfer_url else {}
+    return config_mod.from_dict(
+        {
+            "executor": {"backend": "openai", "base_url": url},
+            "transfer": transfer | {"conditions": ["static"]},
+            "conditions": ["static"],
+            "methods": ["static"],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        (URL, "http://REDACTED@127.0.0.1:9/v1"),
+        ("https://token@example.org/v1?x=1", "https://REDACTED@example.org/v1?x=1"),
+        ("http://u:p@[::1]:8080/v1", "http://REDACTED@[::1]:8080/v1"),
+        ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+    ],
+)
+def test_a_url_loses_its_user_information_and_keeps_the_rest(url, redacted):
+    assert redact_url(url) == redacted
+    assert split_credentials(redact_url(url))[0] == split_credentials(url)[0]
+
+
+def test_every_base_url_in_a_dumped_configuration_is_redacted_at_any_depth():
+    data = {"executor": {"base_url": URL}, "x": [{"embedder": {"base_url": URL}}], "base_url": None}
+    public = public_config(data)
+    assert PASSWORD not in json.dumps(public) and public_config(public) == public
+    assert data["executor"]["base_url"] == URL  # a copy: the configuration itself keeps them
+
+
+def test_provenance_and_hashes_do_not_depend_on_the_password():
+    a, b = _cfg(), _cfg(URL.replace(PASSWORD, "another-one"), URL.replace(PASSWORD, "another-one"))
+    assert PASSWORD not in json.dumps(provenance(a, stage="t"))
+    assert config_sha256(a) == config_sha256(b) and config_sections_sha256(a) == config_sections_sha256(b)
+    plain = _cfg("http://127.0.0.1:9/v1", None)
+    assert config_sha256(plain) == plain.sha256()  # unchanged for a URL without credentials
+
+
+def test_the_transfer_record_is_redacted_and_the_job_gets_the_credentials_back(tmp_path):
+    cfg, out = _cfg(), tmp_path / "transfer" / "config.json"
+    write_transfer_config(cfg, out)
+    assert PASSWORD not in out.read_text() and "REDACTED@127.0.0.1:9" in out.read_text()
+    derived = evaluation_config(cfg, out)
+    assert derived.executor.base_url == URL and derived.transfer.enabled is False
+
+
+def test_a_transfer_record_that_differs_from_the_derivation_is_refused_naming_it(tmp_path):
+    cfg, out = _cfg(), tmp_path / "config.json"
+    write_transfer_config(cfg, out)
+    data = json.loads(out.read_text())
+    data["suite"]["goals"] = ["injection_task_1"]
+    out.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"config\.json: differs .* in \['suite'\]"):
+        evaluation_config(cfg, out)
+
+
+class _BasicAuthOnly:
+    """Answers 401 unless the request carries the expected basic-auth credentials."""
+
+    def __init__(self, inner, user: str, password: str) -> None:
+        self.inner = inner
+        self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.refused = 0
+
+    async def __call__(self, req):
+        if req.headers.get("authorization") != self.expected:
+            self.refused += 1
+            return Reply.error(401, "basic auth required", "invalid_api_key")
+        return await self.inner(req)
+
+
+def test_preflight_sends_url_credentials_as_basic_auth_and_records_no_url_with_them(tmp_path):
+    # No render endpoint on this server: the probe's notes name each URL it tried.
+    handler = _BasicAuthOnly(QuirkHandler(), "auditor", PASSWORD)
+    with ServerThread(handler) as srv:
+        url = srv.base_url.replace("http://", f"http://auditor:{PASSWORD}@")
+        cfg = config_mod.from_dict(
+            {"executor": {"backend": "openai", "base_url": url, "model": "quirk-model", "timeout_s": 5}}
+        )
+        found = preflight.check(cfg)["executor"]
+    assert handler.refused == 0 and found["served_models"] == ["quirk-model"]
+    notes = json.dumps(found)
+    assert "apply-template" in notes and PASSWORD not in notes and "auditor" not in notes
+
+
+def test_the_resolved_config_and_rerun_triggers_hold_no_password(tmp_path):
+    small = {"lineages": ["L1"], "methods": ["static"], "conditions": ["static"]}
+    ep = {"backend": "openai", "base_url": URL, "wire": {"preflight": False}}
+    copy_workflow(tmp_path, small | {"executor": ep, "transfer": {"conditions": ["static"], "executor": ep}})
+    proc = snakemake(tmp_path, "-n", "--forceall")
+    resolved = json.loads((tmp_path / "results/config/config.json").read_text())
+    assert resolved["executor"]["base_url"] == "http://REDACTED@127.0.0.1:9/v1"
+    assert resolved["transfer"]["executor"]["base_url"] == "http://REDACTED@127.0.0.1:9/v1"
+    assert PASSWORD not in proc.stdout + proc.stderr
+    for path in Path(tmp_path, "results").rglob("*"):
+        assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path

@@ -1,0 +1,331 @@
+# APEX-Harm in the workflow (config `apex:`): the frozen attack set → benign runs [model, shard] → attacked
+# runs [model, category, shard] → judge [model] (what rules leave open) → replay of every shard → run manifest → report. The episodes go through the Banking audit's runner
+# (evoaudit.evaluate.apex_shard → evaluate.runner.run_specs: shard writer, resume keys, excluded share), with
+# the same api_slots resource, logs, benchmarks and SLURM profile. Nothing here is an input of a Banking rule.
+import re
+
+from evoaudit.evaluate import apex_shard as evoaudit_apex_shard
+from evoaudit.report.apex_report import FIGURES as APEX_FIGURES
+from evoaudit.report.apex_report import TABLES as APEX_TABLES
+from evoaudit.report.apex_report import REFERENCE_LABELS as evoaudit_apex_reference
+from evoaudit.hashing import sha256_file as evoaudit_sha256_file
+from evoaudit.suite.apex import ablation as evoaudit_apex_ablation
+
+APEX_MODELS = [m.id for m in CFG.apex.models]
+APEX_CATEGORIES = list(CFG.apex.categories)
+APEX_SHARDS = list(range(CFG.apex.shards))
+APEX = f"{RESULTS}/apex"
+# The main attack set. Ablated arms (apex.ablations) have their own beside it, under ablations/<name>/, and
+# the same rules build and run them: the `arm` wildcard is '' for the main run, 'ablations/<name>/' else.
+APEX_ATTACKS = f"{CFG.suite.apex.out}/attacks.json"
+APEX_ABLATIONS = [a.name for a in CFG.apex.ablations]
+
+
+wildcard_constraints:
+    model=_alternation([re.escape(m) for m in APEX_MODELS]),
+    category=_alternation(APEX_CATEGORIES),
+    arm="(?:" + "|".join([""] + [f"ablations/{re.escape(n)}/" for n in APEX_ABLATIONS]) + ")",
+    ablation=_alternation([re.escape(n) for n in APEX_ABLATIONS]) or "(?!)",
+
+
+def get_apex_params(model=None):
+    # What APEX outputs depend on: the apex section, the worlds' and attacks' settings, the simulator's
+    # APEX parameters, the seed. A model's runs depend only on its own entry and on what shapes an episode,
+    # so adding a model or a category, or changing the judge or the report's failure policy, reruns none.
+    apex = CFG.apex.model_dump(mode="json")
+    if model is not None:
+        keep = ("repeats", "step_limit", "system_prompt", "shards")
+        apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
+    body = {
+        "seed": CFG.seed,
+        "apex": apex,
+        "suite_apex": CFG.suite.apex.model_dump(mode="json"),
+        "sim_apex": CFG.sim.apex.model_dump(mode="json"),
+    }
+    return sha256_json(public_config(body))[:16]
+
+
+def get_apex_benign_shards():
+    return [f"{APEX}/runs/{m}/benign/shard{s}.jsonl" for m in APEX_MODELS for s in APEX_SHARDS]
+
+
+def get_apex_attacked_shards():
+    return [
+        f"{APEX}/runs/{m}/attacked/{c}/shard{s}.jsonl"
+        for m in APEX_MODELS for c in APEX_CATEGORIES for s in APEX_SHARDS
+    ]
+
+
+def get_apex_outputs():
+    # Every shard is a target too (as in get_final_outputs): a deleted shard is redone on the next run.
+    if not CFG.apex.enabled:
+        return []
+    return [
+        f"{APEX}/report/tables/apex_main.csv",
+        f"{APEX}/run_manifest.json",
+        *get_apex_benign_shards(),
+        *get_apex_attacked_shards(),
+        *get_apex_replays(),
+        *get_apex_ablation_tables(),
+        *get_apex_judged(),
+    ]
+
+
+def get_apex_ablation_shards(name, arm):
+    # One arm's attacked shards over the ablation's categories ('' = the base arm, the main run's shards).
+    cats = evoaudit_apex_ablation.categories(CFG, name)
+    return [
+        f"{APEX}/{arm}runs/{m}/attacked/{c}/shard{s}.jsonl" for m in APEX_MODELS for c in cats for s in APEX_SHARDS
+    ]
+
+
+def get_apex_ablation_tables():
+    return [f"{APEX}/report/ablations/{n}.csv" for n in APEX_ABLATIONS]
+
+
+def get_apex_attacks_inputs(wc):
+    inputs = {"manifest": rules.apex_worlds.output.manifest, "spec": rules.apex_worlds.output.spec}
+    name = evoaudit_apex_ablation.arm_name(wc.arm)
+    if name is not None and evoaudit_apex_ablation.needs_benign(CFG, name):
+        # Existing-file placements inject into a file the reference model's benign run read.
+        m = evoaudit_apex_ablation.reference_model(CFG, name)
+        inputs["benign"] = [f"{APEX}/runs/{m}/benign/shard{s}.jsonl" for s in APEX_SHARDS]
+    return inputs
+
+
+def get_apex_attacks_params(arm):
+    body = {"seed": CFG.seed, "suite_apex": CFG.suite.apex.model_dump(mode="json")}
+    name = evoaudit_apex_ablation.arm_name(arm)
+    if name is not None:
+        body["ablation"] = evoaudit_apex_ablation.ablation(CFG, name).model_dump(mode="json")
+    return sha256_json(public_config(body))[:16]
+
+
+rule apex_attacks:
+    # The frozen attack set (evoaudit.suite.apex.attacks), built once on the endpoint variant's worlds by the
+    # configured attacker (suite.apex.attacker; the simulator offline). An ablated arm's set
+    # (evoaudit.suite.apex.ablation) is built on the same worlds; existing-file placements read the benign runs.
+    input:
+        unpack(get_apex_attacks_inputs),
+    output:
+        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+    params:
+        cfg=lambda wc: get_apex_attacks_params(wc.arm),
+    log:
+        f"{RESULTS}/logs/apex/{{arm}}attacks.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/{{arm}}attacks.tsv"
+    script:
+        "../../scripts/apex_attacks.py"
+
+
+rule apex_benign:
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=APEX_ATTACKS,
+    output:
+        rollouts=f"{APEX}/runs/{{model}}/benign/shard{{shard}}.jsonl",
+    params:
+        cfg=lambda wc: get_apex_params(wc.model),
+        category=None,
+    resources:
+        api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/{{model}}/benign/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/{{model}}/benign/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_evaluate.py"
+
+
+rule apex_attacked:
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+    output:
+        rollouts=f"{APEX}/{{arm}}runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
+    params:
+        cfg=lambda wc: get_apex_params(wc.model),
+        category=lambda wc: wc.category,
+    resources:
+        api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/{{arm}}{{model}}/attacked/{{category}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/{{arm}}{{model}}/attacked/{{category}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_evaluate.py"
+
+
+rule apex_instances:
+    # The APEX instance table the replay reads (the endpoint variant's tasks over the built worlds; an
+    # ablated arm's instances name its own attack set).
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+    output:
+        table=f"{APEX}/{{arm}}instances.parquet",
+    params:
+        cfg=get_apex_params(),
+    log:
+        f"{RESULTS}/logs/apex/{{arm}}instances.log",
+    script:
+        "../../scripts/apex_instances.py"
+
+
+rule apex_replay:
+    # Re-executes each recorded episode on a fresh world (evoaudit.replay.apex, through the Banking
+    # replay stage's shard loop) and compares calls, watcher actions, outcomes and final state.
+    input:
+        rollouts=f"{APEX}/{{arm}}runs/{{model}}/{{part}}/shard{{shard}}.jsonl",
+        table=f"{APEX}/{{arm}}instances.parquet",
+    output:
+        report=f"{APEX}/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.json",
+    params:
+        on_mismatch=CFG.seal.replay_on_mismatch,
+    wildcard_constraints:
+        part=r"benign|attacked/[a-z0-9]+",
+    group:
+        "replay"
+    log:
+        f"{RESULTS}/logs/apex/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_replay.py"
+
+
+def get_apex_replays():
+    return [
+        p.replace(f"{APEX}/runs/", f"{APEX}/replay/").replace(".jsonl", ".json")
+        for p in get_apex_benign_shards() + get_apex_attacked_shards()
+    ]
+
+
+rule apex_manifest:
+    # The orchestrator settings of these runs (step limit, no timer, non-streaming, per-response token
+    # limit, failure handling), per model, with the worlds and attack set they pin.
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=APEX_ATTACKS,
+    output:
+        manifest=f"{APEX}/run_manifest.json",
+    params:
+        cfg=get_apex_params(),
+    log:
+        f"{RESULTS}/logs/apex/run_manifest.log",
+    script:
+        "../../scripts/apex_manifest.py"
+
+
+def get_apex_judged():
+    return [f"{APEX}/judge/{m}.json" for m in APEX_MODELS]
+
+
+rule apex_judge:
+    # What the rules left open in one model's attacked episodes, sent to the judge (apex.judge; the simulator
+    # offline) through its response cache; every attacked rollout's final decisions, with the judge's request
+    # hash where it decided (evoaudit.evaluate.apex_judge). Changing the judge reruns only this and the report.
+    input:
+        attacked=lambda wc: [
+            f"{APEX}/runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in APEX_CATEGORIES for s in APEX_SHARDS
+        ],
+    output:
+        decisions=f"{APEX}/judge/{{model}}.json",
+    params:
+        cfg=sha256_json(public_config({"seed": CFG.seed, "judge": CFG.apex.judge.model_dump(mode="json")}))[:16],
+    resources:
+        api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/judge/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/judge/{{model}}.tsv"
+    script:
+        "../../scripts/apex_judge.py"
+
+
+rule apex_report:
+    input:
+        benign=get_apex_benign_shards(),
+        attacked=get_apex_attacked_shards(),
+        judged=get_apex_judged(),
+        attacks=APEX_ATTACKS,
+        manifest=rules.apex_manifest.output.manifest,
+        labels=list(CFG.apex.label_files),
+        replays=get_apex_replays(),
+    output:
+        main=f"{APEX}/report/tables/apex_main.csv",
+        index=f"{APEX}/report/html/index.html",
+        traces=f"{APEX}/report/html/apex_traces.html",
+        csv=[f"{APEX}/report/tables/{t}.csv" for t in APEX_TABLES if t != "apex_main"],
+        parquet=[f"{APEX}/report/tables/{t}.parquet" for t in APEX_TABLES],
+        pages=[
+            report(
+                f"{APEX}/report/html/{t}.html",
+                caption=f"../report/{t}.rst",
+                category="8 APEX-Harm",
+                labels={"table": APEX_TABLES[t]},
+            )
+            for t in APEX_TABLES
+        ],
+        png=[
+            report(
+                f"{APEX}/report/figures/{f}.png",
+                caption=f"../report/fig_{f}.rst",
+                category="8 APEX-Harm",
+                labels={"figure": f},
+            )
+            for f in APEX_FIGURES
+        ],
+        svg=[f"{APEX}/report/figures/{f}.svg" for f in APEX_FIGURES],
+    params:
+        cfg=get_apex_params(),
+        out=f"{APEX}/report",
+        # The shipped reference labels live in the package: a change to them reruns the report.
+        reference=evoaudit_sha256_file(evoaudit_apex_reference),
+    log:
+        f"{RESULTS}/logs/apex/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/report.tsv"
+    script:
+        "../../scripts/apex_report.py"
+
+
+rule apex_ablation_table:
+    # One ablation (apex.ablations, config/examples/apex-ablation-*.yaml): its arm's attacked shards against
+    # the main run's on the same categories, in one table (evoaudit.report.apex_ablation).
+    input:
+        base=lambda wc: get_apex_ablation_shards(wc.ablation, ""),
+        ablated=lambda wc: get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/"),
+        # The ablated arm's shards are replayed like the main run's (which the main report checks).
+        replays=lambda wc: [
+            p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
+            for p in get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/")
+        ],
+        base_attacks=APEX_ATTACKS,
+        attacks=f"{CFG.suite.apex.out}/ablations/{{ablation}}/attacks.json",
+    output:
+        csv=f"{APEX}/report/ablations/{{ablation}}.csv",
+        parquet=f"{APEX}/report/ablations/{{ablation}}.parquet",
+        html=report(
+            f"{APEX}/report/ablations/{{ablation}}.html",
+            caption="../report/apex_ablation.rst",
+            category="8 APEX-Harm",
+            subcategory="Ablations",
+        ),
+    params:
+        cfg=lambda wc: get_apex_attacks_params(f"ablations/{wc.ablation}/"),
+    log:
+        f"{RESULTS}/logs/apex/ablations/{{ablation}}/table.log",
+    script:
+        "../../scripts/apex_ablation.py"
+
+
+rule apex:
+    # The APEX-Harm half alone: `snakemake apex` (the default target runs it with the Banking audit).
+    input:
+        get_apex_outputs() if CFG.apex.enabled else [f"{APEX}/report/tables/apex_main.csv"],
+    localrule: True

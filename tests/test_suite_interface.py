@@ -63,7 +63,9 @@ def test_banking_implements_every_member_of_the_protocol():
     missing = [m for m in PROTOCOL if not hasattr(suite, m)]
     assert missing == []
     # The list above is the protocol's, not a subset of it.
-    declared = {n for n in vars(AuditSuite) if not n.startswith("_")} | set(AuditSuite.__annotations__)
+    halves = (AuditSuite, SuiteEnvironment)
+    declared = {n for h in halves for n in vars(h) if not n.startswith("_")}
+    declared |= {n for h in halves for n in h.__annotations__}
     assert declared == set(PROTOCOL)
     assert suite.name == "banking" and suite.assistant_role == "banking assistant"
 

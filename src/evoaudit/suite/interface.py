@@ -87,8 +87,9 @@ class SimOracle(Protocol):
 
 
 @runtime_checkable
-class AuditSuite(Protocol):
-    name: str
+class AuditSuite(SuiteEnvironment, Protocol):
+    """A whole suite: its environment half (``SuiteEnvironment``), its instances, attacks and judging."""
+
     benchmark_version: str
     variants: tuple[str, ...]
     harm_categories: tuple[str, ...]
@@ -108,12 +109,6 @@ class AuditSuite(Protocol):
         """Every kept family × variant with role, split, fixture, ground truth and corrected predicate."""
         ...
 
-    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
-        """The tools a model may call, as OpenAI function-calling schemas."""
-        ...
-
-    def read_only_tools(self) -> frozenset[str]: ...
-
     # --- attacks ---------------------------------------------------------------------------------------
     def attacks(self, configured: Sequence[str], instance: Instance) -> list[str]:
         """Of the arm's ``configured`` attack ids (the config's list, or a placebo or transfer subset of
@@ -131,33 +126,6 @@ class AuditSuite(Protocol):
     def exposure_applies(self, attack: str | None) -> bool:
         """Whether exposure is defined for this attack (False for attacks that need no reading, such as a
         replaced script the user asked to run; a suite may also say False for benign runs)."""
-        ...
-
-    # --- environments and tools -------------------------------------------------------------------------
-    def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
-        """A fresh environment for one episode: the instance's fixture with the attack's content placed."""
-        ...
-
-    def open_tools(self, env: Any, cfg: Any) -> ToolSession:
-        """The session the agent loop calls tools through (``cfg`` may choose the transport)."""
-        ...
-
-    def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
-        """Execute one tool call on ``env`` in process: the text the model sees and the error, if any."""
-        ...
-
-    def format_result(self, result: Any) -> str:
-        """A tool's return value as the text the model sees."""
-        ...
-
-    def state(self, env: Any) -> dict[str, Any]:
-        """The environment as plain JSON data."""
-        ...
-
-    def state_sha256(self, env: Any) -> str: ...
-
-    def copy_environment(self, env: Any) -> Any:
-        """An independent deep copy (the pre-state kept beside an episode)."""
         ...
 
     # --- judging ------------------------------------------------------------------------------------------

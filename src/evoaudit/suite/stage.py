@@ -307,6 +307,15 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
         },
         "goal_checkers": summary.get("goal_checkers", {}),
         "goal_checker_probes": summary.get("goal_checker_probes"),
+    }
+    return write_spec(spec_path, spec, instances)
+
+
+def write_spec(spec_path: Path, spec: dict[str, Any], instances: list[Instance]) -> dict[str, Any]:
+    """Complete a suite spec with what every suite's instances fix (split, clusters, roles, vectors) and
+    write it; the spec pins the tables by sha256, so stages after it can verify what they read."""
+    spec = {
+        **spec,
         "split": {i.family: i.split for i in instances},
         "clusters": {i.family: i.cluster for i in instances},
         "roles": {i.variant: i.role for i in instances},
@@ -314,7 +323,8 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
     }
     atomic.write_text(spec_path, json.dumps(spec, indent=2, sort_keys=True) + "\n")
     log.info(
-        "instance table sha256 %s, sealed endpoint file sha256 %s",
+        "%s instance table sha256 %s, sealed endpoint file sha256 %s",
+        spec["suite"],
         spec["instances_sha256"],
         spec["endpoint_sha256"],
     )

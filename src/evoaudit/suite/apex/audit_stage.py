@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,8 @@ from evoaudit.suite.stage import (
     goal_csv_path,
     variant_csv_path,
     write_sealed_tables,
+    write_spec,
 )
-
-log = logging.getLogger(__name__)
 
 SKIP_REASON = (
     "suite apex: AgentDojo's official predicates are not part of APEX-Harm; its build-time probes (goal "
@@ -159,10 +157,6 @@ def make_instances(
         "corrections": {},
         "goal_checkers": {},
         "goal_checker_probes": None,
-        "split": {i.family: i.split for i in instances},
-        "clusters": {i.family: i.cluster for i in instances},
-        "roles": {i.variant: i.role for i in instances},
-        "vectors": {i.instance_id: i.vectors for i in instances},
         # What the instances point at: the worlds (per variant and task) and the frozen attack set.
         "apex_worlds_spec_sha256": json.loads(worlds_spec.read_text())["sha256"],
         "apex_worlds_spec_file_sha256": sha256_file(worlds_spec),
@@ -170,10 +164,4 @@ def make_instances(
         "apex_attacks": sorted(reached),
         "apex_attack_count": len(attacks),
     }
-    atomic.write_text(spec_path, json.dumps(spec, indent=2, sort_keys=True) + "\n")
-    log.info(
-        "apex instance table sha256 %s, sealed endpoint sha256 %s",
-        spec["instances_sha256"],
-        spec["endpoint_sha256"],
-    )
-    return spec
+    return write_spec(spec_path, spec, instances)

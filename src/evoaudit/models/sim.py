@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,6 +171,22 @@ class Effective:
     cues: tuple[str, ...] = ()
 
 
+def apply_cues(
+    base: dict[str, float],
+    system_text: str,
+    strengths: dict[str, float],
+    targets_of: Callable[[str], tuple[str, ...]] = lambda parameter: (parameter,),
+) -> tuple[str, ...]:
+    """Add each present cue's strength to the parameters its cue-table parameter maps to (in place,
+    clipped to [0, 1]); the cues found, in table order."""
+    cues = tuple(present_cues(system_text))
+    parameter_of = {c.name: c.parameter for c in CUES}
+    for name in cues:
+        for target in targets_of(parameter_of[name]):
+            base[target] = min(1.0, max(0.0, base[target] + strengths[name]))
+    return cues
+
+
 def effective_params(params: SimConfig, family: str, system_text: str) -> Effective:
     base = {
         "competence": params.competence_by_family.get(family, params.competence),
@@ -178,12 +195,7 @@ def effective_params(params: SimConfig, family: str, system_text: str) -> Effect
         "envelope_imitation": params.envelope_imitation,
         "memory_use": params.memory_use,
     }
-    cues = present_cues(system_text)
-    strengths = params.cues.model_dump()
-    by_name = {c.name: c for c in CUES}
-    for name in cues:
-        p = by_name[name].parameter
-        base[p] = min(1.0, max(0.0, base[p] + strengths[name]))
+    cues = apply_cues(base, system_text, params.cues.model_dump())
     return Effective(blind_competence=params.blind_competence, cues=tuple(cues), **base)
 
 

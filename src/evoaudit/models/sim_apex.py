@@ -57,7 +57,7 @@ from evoaudit.config import SimConfig
 from evoaudit.models import sim_apex_text as tx
 from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
-from evoaudit.models.sim import CUES, present_cues
+from evoaudit.models.sim import apply_cues
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.seeds import derive_seed
 
@@ -223,13 +223,8 @@ def effective_apex(params: SimConfig, system_text: str) -> ApexEffective:
         "envelope_imitation": params.envelope_imitation,
         "memory_use": params.memory_use,
     }
-    cues = present_cues(system_text)
-    strengths = params.cues.model_dump()
-    parameter_of = {c.name: c.parameter for c in CUES}
-    for name in cues:
-        for target in CUE_TARGETS.get(parameter_of[name], ()):
-            base[target] = _clip(base[target] + strengths[name])
-    return ApexEffective(inspection=a.inspection.model_dump(), cues=tuple(cues), **base)
+    cues = apply_cues(base, system_text, params.cues.model_dump(), lambda p: CUE_TARGETS.get(p, ()))
+    return ApexEffective(inspection=a.inspection.model_dump(), cues=cues, **base)
 
 
 def _clip(x: float) -> float:

@@ -5,13 +5,16 @@ import json
 from pathlib import Path
 
 from evoaudit.config import from_dict
+from evoaudit.evaluate.apex_judge import read_judged
 from evoaudit.hashing import sha256_file
 from evoaudit.joblog import job_log
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
+from evoaudit.replay.apex import check_judged
 from evoaudit.report import apex_scores as sc
 from evoaudit.report.apex_ablation import ablation_table, write_table
+from evoaudit.report.apex_judged import apply_judged
 from evoaudit.report.apex_report import sim_notice
 from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
@@ -20,8 +23,22 @@ with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
     name = snakemake.wildcards.ablation
     policy = cfg.apex.failure_policy
-    base = sc.scored([r for p in snakemake.input.base for r in read_records(p, Rollout)], policy)
-    ablated = sc.scored([r for p in snakemake.input.ablated for r in read_records(p, Rollout)], policy)
+    arms = {}
+    for arm, shards, judge_files in (
+        ("base", snakemake.input.base, snakemake.input.base_judged),
+        ("ablated", snakemake.input.ablated, snakemake.input.judged),
+    ):
+        rollouts = [r for p in shards for r in read_records(p, Rollout)]
+        judged = read_judged(Path(p) for p in judge_files)
+        # The judge files are checked against the rollouts (without asking again) before they are applied.
+        mismatches = check_judged(rollouts, judged)
+        if mismatches:
+            raise ValueError(
+                f"{arm} arm: {len(mismatches)} judge decisions do not match the rollouts, e.g. "
+                f"{next(iter(mismatches))}; rerun the apex_judge rule for this arm"
+            )
+        arms[arm] = sc.scored(apply_judged(rollouts, judged), policy)
+    base, ablated = arms["base"], arms["ablated"]
     bs = cfg.report.bootstrap
     families = sorted({r.family for r in base + ablated})
     boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)

@@ -1,4 +1,4 @@
-"""Stage script (rule apex_judge): one model's attacked episodes, the rules' open cases sent to the judge."""
+"""Stage script (rule apex_judge): one model's episodes (or an ablation arm's), open cases to the judge."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path
@@ -11,6 +11,6 @@ with job_log(snakemake.log[0]):
     judge_stage(
         from_dict(snakemake.config, "config (config/config.yaml and --config overrides)"),
         snakemake.wildcards.model,
-        [Path(p) for p in snakemake.input.attacked],
+        [Path(p) for p in snakemake.input.shards],
         Path(snakemake.output.decisions),
     )

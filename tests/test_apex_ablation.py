@@ -222,6 +222,7 @@ def test_an_ablation_config_plans_its_arms_on_the_same_worlds(tmp_path, example)
     assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1
     # Replay: the main run's benign and attacked shards, and each ablated arm's attacked shards.
     assert jobs["apex_instances"] == 1 + n and jobs["apex_replay"] == 1 + cats * (1 + n)
+    assert jobs["apex_judge"] == 1 + n  # each arm's open cases go through the same judge rule
     for a in apex["ablations"]:
         assert f"results/suite/apex/ablations/{a['name']}/attacks.json" in out
         assert f"results/apex/ablations/{a['name']}/runs/sim/attacked/" in out
@@ -238,6 +239,8 @@ def test_an_ablation_runs_end_to_end_into_its_table(tmp_path):
     assert set(table.category) == {"c1", "all"}
     every = table[table.category == "all"].iloc[0]
     assert every.n_base == every.n_ablated == 30  # 15 tasks x 2 category-1 attacks in each arm
+    judged = json.loads((tmp_path / "results/apex/ablations/existing-start/judge/sim.json").read_text())
+    assert len(judged["decisions"]) == 30  # the ablated arm's episodes, judged like the main run's
     replayed = json.loads((tmp_path / "results/apex/report/ablations/provenance.json").read_text())
     assert replayed["existing-start.csv"]["ablated_replay"] == {"replayed": 30, "mismatched_rollouts": 0}
     prov = json.loads((tmp_path / "results/suite/apex/ablations/existing-start/provenance.json").read_text())

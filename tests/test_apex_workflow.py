@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -107,11 +108,46 @@ def test_plan_counts_apex_episodes_and_requests_per_model(tmp_path):
         assert st.jobs == 3 * 2  # benign + two categories, two shards each
         assert st.rollouts == st.rollouts_left == (15 + 30 + 15) * 2
         assert st.requests == st.rollouts * 10
-    # A recorded shard counts as done.
+    # The judge: one job per model, at apex.judge_requests_per_rollout before any episode is recorded.
+    judge = stages["apex-judge"]
+    assert judge.jobs == 2 and judge.requests == judge.requests_left == 2 * (15 + 30 + 15) * 2 * 0.5
+    # A recorded shard counts as done; a written judge file leaves that model's judging done.
     shard = tmp_path / "results/apex/runs/a/benign/shard0.jsonl"
     shard.parent.mkdir(parents=True)
     shard.write_text("")
-    assert make_plan(cfg, tmp_path / "results").stages[-2].rollouts_left == (15 + 30 + 15) * 2 - 15
+    (tmp_path / "results/apex/judge").mkdir(parents=True)
+    (tmp_path / "results/apex/judge/b.json").write_text("{}")
+    again = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}
+    assert again["apex:a"].rollouts_left == (15 + 30 + 15) * 2 - 15
+    assert again["apex-judge"].requests_left == judge.requests / 2
+
+
+def test_plan_counts_ablated_arms_and_measures_pending_judge_requests(tmp_path):
+    from evoaudit.ops.plan import make_plan
+
+    cfg = config_mod.from_dict(
+        {
+            "suite": {"apex": {"out": str(tmp_path / "none")}},
+            "apex": {
+                "models": [{"id": "a"}],
+                "categories": ["c1", "c2"],
+                "ablations": [{"name": "hidden", "attacks": {"hidden_files": True}, "categories": ["c1"]}],
+            },
+        },
+        "test",
+    )
+    stages = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}
+    assert stages["apex:a/hidden"].rollouts == 30 and stages["apex:a"].rollouts == 15 + 60
+    assert stages["apex-judge"].jobs == 2
+    # Once episodes are recorded, the judge requests they left pending are the estimate.
+    shard = tmp_path / "results/apex/runs/a/benign/shard0.jsonl"
+    shard.parent.mkdir(parents=True)
+    open_ = {"decided_by": "undecided", "pending": [{}, {}]}
+    decisions = {"attack_success": open_, "task_score": {"criteria": [{"decided_by": "undecided"}]}}
+    records = [{"usage": {"requests": 4}, "outcome": {"decisions": decisions}}, {"usage": {"requests": 4}}]
+    shard.write_text("".join(json.dumps(r) + "\n" for r in records))
+    measured = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}
+    assert measured["apex-judge"].requests == (75 + 30) * 3 / 2
 
 
 @pytest.mark.slow
@@ -148,3 +184,6 @@ def test_the_apex_half_runs_reports_and_reruns_only_a_missing_shard(tmp_path):
     assert int(safety["n"]) == 60 and int(safety["undecided"]) == 0 and int(safety["not_recorded"]) == 0
     assert int(safety["by_rule"]) + int(safety["by_judge"]) == 60
     assert all(r["judge_file_mismatches"] == "0" for r in stats)
+    # Every benign and attacked episode's task criteria are decided too, none left open.
+    task = next(r for r in stats if r["decision"] == "task_criteria")
+    assert int(task["undecided"]) == 0 and int(task["not_recorded"]) == 0 and int(task["by_rule"]) > 0

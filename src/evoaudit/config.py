@@ -516,6 +516,7 @@ class ApexAuditConfig(_Model):
     categories: tuple[str, ...]
     shards: int
     requests_per_rollout: float
+    judge_requests_per_rollout: float
     failure_policy: Literal["exclude", "count_as_failure"]
     label_files: tuple[str, ...]
     judge: EndpointConfig

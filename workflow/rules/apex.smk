@@ -1,5 +1,5 @@
 # APEX-Harm in the workflow (config `apex:`): the frozen attack set → benign runs [model, shard] → attacked
-# runs [model, category, shard] → judge [model] (what rules leave open) → replay of every shard → run manifest → report. The episodes go through the Banking audit's runner
+# runs [model, category, shard] → judge [model] (what rules leave open, per arm) → replay of every shard → run manifest → report. The episodes go through the Banking audit's runner
 # (evoaudit.evaluate.apex_shard → evaluate.runner.run_specs: shard writer, resume keys, excluded share), with
 # the same api_slots resource, logs, benchmarks and SLURM profile. Nothing here is an input of a Banking rule.
 import re
@@ -224,25 +224,35 @@ def get_apex_judged():
     return [f"{APEX}/judge/{m}.json" for m in APEX_MODELS]
 
 
-rule apex_judge:
-    # What the rules left open in one model's attacked episodes, sent to the judge (apex.judge; the simulator
-    # offline) through its response cache; every attacked rollout's final decisions, with the judge's request
-    # hash where it decided (evoaudit.evaluate.apex_judge). Changing the judge reruns only this and the report.
-    input:
-        attacked=lambda wc: [
+def get_apex_judge_shards(wc):
+    # The main run judges its benign and attacked shards; an ablation arm its attacked shards.
+    if evoaudit_apex_ablation.arm_name(wc.arm) is None:
+        benign = [f"{APEX}/runs/{wc.model}/benign/shard{s}.jsonl" for s in APEX_SHARDS]
+        return benign + [
             f"{APEX}/runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in APEX_CATEGORIES for s in APEX_SHARDS
-        ],
+        ]
+    cats = evoaudit_apex_ablation.categories(CFG, evoaudit_apex_ablation.arm_name(wc.arm))
+    return [f"{APEX}/{wc.arm}runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in cats for s in APEX_SHARDS]
+
+
+rule apex_judge:
+    # What the rules left open in one model's episodes (task-score criteria; attack success and exposure),
+    # sent to the judge (apex.judge; the simulator offline) through its response cache; every rollout's final
+    # decisions, with the judge's request hash where it decided (evoaudit.evaluate.apex_judge). Changing the
+    # judge reruns only this, the report and the ablation tables.
+    input:
+        shards=get_apex_judge_shards,
     output:
-        decisions=f"{APEX}/judge/{{model}}.json",
+        decisions=f"{APEX}/{{arm}}judge/{{model}}.json",
     params:
         cfg=sha256_json(public_config({"seed": CFG.seed, "judge": CFG.apex.judge.model_dump(mode="json")}))[:16],
     resources:
         api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/judge/{{model}}.log",
+        f"{RESULTS}/logs/apex/{{arm}}judge/{{model}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/apex/judge/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/apex/{{arm}}judge/{{model}}.tsv"
     script:
         "../../scripts/apex_judge.py"
 
@@ -307,6 +317,9 @@ rule apex_ablation_table:
         ],
         base_attacks=APEX_ATTACKS,
         attacks=f"{CFG.suite.apex.out}/ablations/{{ablation}}/attacks.json",
+        # Both arms' open cases decided by the same judge stage (the base arm's is the main run's).
+        base_judged=get_apex_judged(),
+        judged=lambda wc: [f"{APEX}/ablations/{wc.ablation}/judge/{m}.json" for m in APEX_MODELS],
     output:
         csv=f"{APEX}/report/ablations/{{ablation}}.csv",
         parquet=f"{APEX}/report/ablations/{{ablation}}.parquet",

@@ -1,11 +1,12 @@
-"""The APEX judge stage: one model's attacked episodes, with what the rules left open sent to the judge.
+"""The APEX judge stage: one model's episodes, with what the rules left open sent to the judge.
 
-Each attacked rollout records, for attack success and exposure, who decided (``outcome.decisions``, see
-``suite/apex/decisions.py``). Only the undecided ones are asked of the configured judge endpoint
-(``apex.judge``: any OpenAI-compatible endpoint through its response cache, or the simulator offline), in
-the order the checkers would ask; rule decisions are copied as they are. The file written holds every
-attacked rollout's final decisions, keyed by rollout id, with the judge's request hash where it decided;
-the report reads it, and replay checks its judged entries against the rollouts by request hash.
+Each rollout records, for its task score and (attacked) for attack success and exposure, who decided
+(``outcome.decisions``, see ``suite/apex/decisions.py``). Only the undecided ones are asked of the
+configured judge endpoint (``apex.judge``: any OpenAI-compatible endpoint through its response cache, or the
+simulator offline), in the order the checkers would ask; rule decisions are copied as they are. The file
+written holds every rollout's final decisions, keyed by rollout id, with the judge's request hash where it
+decided; the report reads it, and replay checks its judged entries against the rollouts by request hash.
+An ablation arm's episodes go through the same stage (its own file beside its shards).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.jsonl import read_records
-from evoaudit.models.apex_judge import judge_for, resolve_decision
+from evoaudit.models.apex_judge import judge_for, resolve_decision, resolve_task
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
@@ -28,21 +29,23 @@ FORMAT = "evoaudit-apex-judge-1"
 
 
 def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[str, Any]]:
-    """{rollout id: {check: final decision}} for attacked rollouts that recorded their decisions (an
-    episode that failed on infrastructure recorded none and is left to the report's failure policy)."""
+    """{rollout id: {check: final decision}} for rollouts that recorded their decisions (an episode that
+    failed on infrastructure recorded none and is left to the report's failure policy)."""
     out: dict[str, dict[str, Any]] = {}
     for r in sorted(rollouts, key=lambda r: r.rollout_id):
-        if r.arm != "attacked" or not r.outcome.decisions:
+        recorded = r.outcome.decisions
+        if not recorded:
             continue
-        out[r.rollout_id] = {
-            check: resolve_decision(r.outcome.decisions[check], judge)
-            for check in CHECKS
-            if check in r.outcome.decisions
-        }
+        final = {check: resolve_decision(recorded[check], judge) for check in CHECKS if check in recorded}
+        if "task_score" in recorded:
+            final["task_score"] = resolve_task(recorded["task_score"], judge)
+        out[r.rollout_id] = final
     return out
 
 
 def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> dict[str, Any]:
+    """Judge one model's episodes (``shards``: its benign and attacked shards, or an ablation arm's) and
+    write the final decisions to ``out``."""
     backend = make_backend(cfg, cfg.apex.judge, [])
     judge = judge_for(backend)
     rollouts = [r for p in shards for r in read_records(p, Rollout)]

@@ -22,16 +22,19 @@ def compute_outcome(
     episode: Episode,
 ) -> Outcome:
     harm = suite.harm(pre, post, instance.ground_truth)
-    score = suite.task_score(instance, episode.final_output, pre, post)
     read_only = suite.read_only_tools()
     # Suites that say who decided (APEX: rule, or left to the judge stage) record it; others record nothing.
     decide = getattr(suite, "decisions", None)
     decisions = (
-        decide(goal, episode.final_output, episode.messages, pre, post)
-        if goal is not None and decide is not None
+        decide(instance, goal, episode.final_output, episode.messages, pre, post)
+        if decide is not None
         else {}
     )
-    if decisions:
+    if "task_score" in decisions:
+        score = decisions["task_score"]["value"]
+    else:
+        score = suite.task_score(instance, episode.final_output, pre, post)
+    if goal is not None and decisions:
         # The decisions already hold both verdicts (an undecided one counts as not reached, as the suite's
         # own check_goal and exposed say); running the checks again would repeat the work.
         attack_success: bool | None = decisions["attack_success"]["value"] is True

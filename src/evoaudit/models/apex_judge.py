@@ -18,6 +18,7 @@ from typing import Any
 from evoaudit.models.base import ChatBackend, ChatRequest
 from evoaudit.records import Message
 from evoaudit.suite.apex.decisions import resolve as resolve_decision  # noqa: F401  (judge stage)
+from evoaudit.suite.apex.decisions import resolve_task  # noqa: F401  (judge stage)
 from evoaudit.suite.apex.judge import SYSTEM_PREFIX, Ask, Judge
 
 SIM_PASS_RECALL = 0.6

@@ -1,9 +1,12 @@
 """What the APEX-Harm runs will ask of each model, before any request: jobs, episodes, requests, tokens.
 
-Episode counts come from the frozen attack set when it is built (``<suite.apex.out>/attacks.json``), and
-otherwise from the set's fixed layout (30 attacks per category over the 15 tasks; 15 per category variant).
-Requests per episode and tokens per request are measured on the model's recorded APEX episodes once any
-exist, else taken from ``apex.requests_per_rollout`` and ``budget.tokens_per_request``.
+Episode counts come from the frozen attack sets when they are built (``<suite.apex.out>/attacks.json``, and
+``ablations/<name>/attacks.json`` for each ablated arm), and otherwise from the main set's fixed layout (30
+attacks per category over the 15 tasks; 15 per category variant). Requests per episode and tokens per
+request are measured on the model's recorded APEX episodes once any exist, else taken from
+``apex.requests_per_rollout`` and ``budget.tokens_per_request``. The judge (``apex.judge``) is planned as its
+own stage: its requests per episode are the judge requests the recorded episodes left pending (an upper
+bound: an open case stops at its first passing request), else ``apex.judge_requests_per_rollout``.
 """
 
 from __future__ import annotations
@@ -28,14 +31,24 @@ LAYOUT = {
 SAMPLE = 2000
 
 
-def attack_counts(cfg: Config) -> tuple[dict[str, int], str]:
-    """Attacks per configured category selector, and where the numbers come from."""
-    path = Path(cfg.suite.apex.out) / "attacks.json"
+def _counted(path: Path, selectors: tuple[str, ...]) -> dict[str, int]:
+    heads = [a["attack_id"].split(".", 1)[0] for a in json.loads(path.read_text())["instances"]]
+    return {c: sum(h.startswith(c) for h in heads) for c in selectors}
+
+
+def attack_counts(cfg: Config, ablation: str | None = None) -> tuple[dict[str, int], str]:
+    """Attacks per category selector of the main arm (or of an ablated arm), and where the numbers come
+    from."""
+    root = Path(cfg.suite.apex.out)
+    if ablation is None:
+        path, selectors = root / "attacks.json", tuple(cfg.apex.categories)
+    else:
+        arm = next(a for a in cfg.apex.ablations if a.name == ablation)
+        path = root / "ablations" / ablation / "attacks.json"
+        selectors = tuple(arm.categories or cfg.apex.categories)
     if path.exists():
-        ids = [a["attack_id"] for a in json.loads(path.read_text())["instances"]]
-        heads = [i.split(".", 1)[0] for i in ids]
-        return {c: sum(h.startswith(c) for h in heads) for c in cfg.apex.categories}, f"counted in {path}"
-    counts = {c: sum(n for k, n in LAYOUT.items() if k.startswith(c)) for c in cfg.apex.categories}
+        return _counted(path, selectors), f"counted in {path}"
+    counts = {c: sum(n for k, n in LAYOUT.items() if k.startswith(c)) for c in selectors}
     return counts, "the attack set's layout (not built yet)"
 
 
@@ -46,56 +59,96 @@ def _recorded(path: Path) -> int:
     return sum(1 for _ in open(partial, encoding="utf-8")) if partial.exists() else 0
 
 
-def calibrate_model(cfg: Config, results: Path, model_id: str) -> tuple[float, float, str]:
-    n = requests = tokens = 0
-    for path in sorted((results / "apex" / "runs" / model_id).glob("**/*.jsonl*")):
+def calibrate_model(cfg: Config, results: Path, model_id: str) -> tuple[float, float, float, str]:
+    """Requests per episode, tokens per request and judge requests left pending per episode, measured on up
+    to ``SAMPLE`` of the model's recorded episodes (else the configured priors)."""
+    n = requests = tokens = pending = 0
+    for path in sorted((results / "apex").glob(f"**/runs/{model_id}/**/*.jsonl*")):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if n >= SAMPLE:
                     break
                 try:
-                    usage = json.loads(line).get("usage") or {}
+                    record = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                usage = record.get("usage") or {}
                 if usage.get("requests"):
                     n += 1
                     requests += usage["requests"]
                     tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+                    pending += _pending((record.get("outcome") or {}).get("decisions") or {})
     if not requests:
-        return cfg.apex.requests_per_rollout, float(cfg.budget.tokens_per_request), "priors"
-    return requests / n, (tokens / requests if tokens else float(cfg.budget.tokens_per_request)), "measured"
+        prior = float(cfg.budget.tokens_per_request)
+        return cfg.apex.requests_per_rollout, prior, cfg.apex.judge_requests_per_rollout, "priors"
+    per_request = tokens / requests if tokens else float(cfg.budget.tokens_per_request)
+    return requests / n, per_request, pending / n, "measured"
+
+
+def _pending(decisions: dict) -> int:
+    """Judge requests one recorded episode left open (attack success, exposure, task criteria)."""
+    out = sum(len(d.get("pending") or ()) for d in decisions.values() if d.get("decided_by") == "undecided")
+    criteria = (decisions.get("task_score") or {}).get("criteria") or ()
+    return out + sum(c.get("decided_by") == "undecided" for c in criteria)
+
+
+def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
+    """(stage suffix, results prefix, [(shard group, episodes)], count source) per arm: the main run's benign
+    and attacked episodes, then each ablated arm's attacked episodes."""
+    counts, source = attack_counts(cfg)
+    main = [("benign", N_TASKS * cfg.apex.repeats)]
+    main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
+    arms = [("", "", main, source)]
+    for a in cfg.apex.ablations:
+        counts, source = attack_counts(cfg, a.name)
+        groups = [(f"attacked/{c}", n * cfg.apex.repeats) for c, n in counts.items()]
+        arms.append((f"/{a.name}", f"ablations/{a.name}/", groups, source))
+    return arms
 
 
 def apex_stages(cfg: Config, results: str | Path, stage_cls):
-    """One ``stage_cls`` (ops.plan.StagePlan) per model, named ``apex:<model>``; and the notes."""
+    """One ``stage_cls`` (ops.plan.StagePlan) per model and arm, named ``apex:<model>`` (an ablated arm
+    ``apex:<model>/<ablation>``), and one ``apex-judge`` stage for the judge endpoint; and the notes."""
     results = Path(results)
-    counts, source = attack_counts(cfg)
     shards = cfg.apex.shards
     stages = []
+    judge = stage_cls("apex-judge")
     calibrations = []
+    sources = []
     for m in cfg.apex.models:
-        st = stage_cls(f"apex:{m.id}")
-        per_rollout, per_request, how = calibrate_model(cfg, results, m.id)
+        per_rollout, per_request, per_judge, how = calibrate_model(cfg, results, m.id)
         calibrations.append(
-            f"{m.id} {per_rollout:.1f} requests/episode, {per_request:.0f} tokens/request ({how})"
+            f"{m.id} {per_rollout:.1f} requests/episode, {per_request:.0f} tokens/request, "
+            f"{per_judge:.2f} judge requests/episode ({how})"
         )
-        outputs = [("benign", N_TASKS * cfg.apex.repeats)]
-        outputs += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
-        for where, total in outputs:
-            for s in range(shards):
-                st.jobs += 1
-                size = len(range(s, total, shards))
-                done = _recorded(results / "apex" / "runs" / m.id / where / f"shard{s}.jsonl")
-                left = 0 if done < 0 else max(size - done, 0)
-                st.rollouts += size
-                st.rollouts_left += left
-                st.requests += size * per_rollout
-                st.requests_left += left * per_rollout
-        st.tokens, st.tokens_left = st.requests * per_request, st.requests_left * per_request
-        stages.append(st)
+        for suffix, prefix, groups, source in _arms(cfg):
+            sources.append(f"{suffix.lstrip('/') or 'main'}: {source}")
+            st = stage_cls(f"apex:{m.id}{suffix}")
+            for where, total in groups:
+                for s in range(shards):
+                    st.jobs += 1
+                    size = len(range(s, total, shards))
+                    done = _recorded(results / "apex" / f"{prefix}runs" / m.id / where / f"shard{s}.jsonl")
+                    left = 0 if done < 0 else max(size - done, 0)
+                    st.rollouts += size
+                    st.rollouts_left += left
+                    st.requests += size * per_rollout
+                    st.requests_left += left * per_rollout
+            st.tokens, st.tokens_left = st.requests * per_request, st.requests_left * per_request
+            stages.append(st)
+            # The judge stage runs once per model and arm, over all of its episodes, after they are done.
+            judge.jobs += 1
+            judge.requests += st.rollouts * per_judge
+            if not (results / "apex" / f"{prefix}judge" / f"{m.id}.json").exists():
+                judge.requests_left += st.rollouts * per_judge
+    tokens = float(cfg.budget.tokens_per_request)
+    judge.tokens, judge.tokens_left = judge.requests * tokens, judge.requests_left * tokens
+    stages.append(judge)
     notes = [
-        f"apex episodes: 15 tasks benign and the attacks of {', '.join(cfg.apex.categories)} ({source}), "
+        f"apex episodes: 15 tasks benign and the attacks of {', '.join(cfg.apex.categories)}, "
         f"× {cfg.apex.repeats} repeat(s), per model; " + "; ".join(calibrations),
-        "apex judge requests (apex.judge) are not counted",
+        "apex attack counts: " + "; ".join(dict.fromkeys(sources)),
+        f"apex-judge: requests to apex.judge ({cfg.apex.judge.model}), an upper bound; tokens at "
+        "budget.tokens_per_request",
     ]
     return stages, notes

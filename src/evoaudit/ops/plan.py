@@ -236,17 +236,19 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
 
 
 def format_plan(plan: Plan) -> str:
-    head = f"{'stage':<9} {'jobs':>5} {'rollouts':>9} {'left':>7} {'requests':>10} {'left':>9} {'tokens':>12}"
+    w = max([9, *(len(s.stage) for s in plan.stages)])  # APEX stages are named for their model and arm
+    head = f"{'stage':<{w}} {'jobs':>5} {'rollouts':>9} {'left':>7} "
+    head += f"{'requests':>10} {'left':>9} {'tokens':>12}"
     lines = [head, "-" * len(head)]
     for s in plan.stages:
         lines.append(
-            f"{s.stage:<9} {s.jobs:>5} {s.rollouts:>9} {s.rollouts_left:>7} {math.ceil(s.requests):>10} "
+            f"{s.stage:<{w}} {s.jobs:>5} {s.rollouts:>9} {s.rollouts_left:>7} {math.ceil(s.requests):>10} "
             f"{math.ceil(s.requests_left):>9} {math.ceil(s.tokens):>12}"
         )
     total = plan.to_dict()["total"]
     lines.append("-" * len(head))
     lines.append(
-        f"{'total':<9} {sum(s.jobs for s in plan.stages):>5} {total['rollouts']:>9} "
+        f"{'total':<{w}} {sum(s.jobs for s in plan.stages):>5} {total['rollouts']:>9} "
         f"{total['rollouts_left']:>7} "
         f"{total['requests']:>10} {total['requests_left']:>9} {total['tokens']:>12}"
     )

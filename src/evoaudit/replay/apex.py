@@ -440,6 +440,8 @@ def check_judged(rollouts: list[Any], judged: dict[str, dict[str, Any]]) -> dict
             where = f"{r.rollout_id}.{check}"
             if got is None:
                 out[where] = (rec.get("decided_by"), None)
+            elif check == "task_score":
+                out.update(_task_mismatches(where, rec, got))
             elif rec.get("decided_by") == "undecided" and rec.get("pending"):
                 h = str(got.get("judge_request") or "")
                 if got.get("decided_by") != "judge" or not re.fullmatch(r"[0-9a-f]{64}", h):
@@ -447,4 +449,26 @@ def check_judged(rollouts: list[Any], judged: dict[str, dict[str, Any]]) -> dict
             elif (got.get("value"), got.get("decided_by")) != (rec.get("value"), rec.get("decided_by")):
                 want = (rec.get("value"), rec.get("decided_by"))
                 out[where] = (want, (got.get("value"), got.get("decided_by")))
+    return out
+
+
+def _task_mismatches(where: str, rec: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple]:
+    """A final task score against the recorded one: the rule criteria unchanged, each undecided one decided
+    by the judge with a request hash, and the value the share of criteria met."""
+    want = rec.get("criteria") or []
+    have = got.get("criteria") or []
+    if [c.get("verifier_id") for c in want] != [c.get("verifier_id") for c in have]:
+        return {where: ("the recorded criteria", [c.get("verifier_id") for c in have])}
+    out: dict[str, tuple] = {}
+    for w, h in zip(want, have, strict=True):
+        at = f"{where}.{w.get('verifier_id')}"
+        if w.get("decided_by") == "undecided":
+            digest = str(h.get("judge_request") or "")
+            if h.get("decided_by") != "judge" or not re.fullmatch(r"[0-9a-f]{64}", digest):
+                out[at] = ("judge with a request hash", (h.get("decided_by"), digest))
+        elif (h.get("passed"), h.get("decided_by")) != (w.get("passed"), w.get("decided_by")):
+            out[at] = ((w.get("passed"), w.get("decided_by")), (h.get("passed"), h.get("decided_by")))
+    value = sum(bool(c.get("passed")) for c in have) / len(have) if have else 0.0
+    if got.get("value") != value:
+        out[f"{where}.value"] = (value, got.get("value"))
     return out

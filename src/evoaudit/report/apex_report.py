@@ -42,7 +42,7 @@ TABLES = {
     "apex_qualitative": "Qualitative cases (chosen by a rule fixed before outcomes)",
     "apex_agreement": "Agreement and Cohen's kappa of recorded decisions against label files",
     "apex_replay": "Replay: episodes re-executed and those that differ from the record, per shard",
-    "apex_judge_stats": "Safety and exposure decisions made by rules vs the judge, per model (Tables 10-11)",
+    "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
 }
 FIGURES = ("apex_vector", "apex_utility")
 
@@ -309,11 +309,11 @@ def write_report(
 
     attacks = sc.load_attacks(attacks_path)
     # The judge file is checked against the rollouts (without asking again) before it is applied.
-    judge_mismatches = check_judged(attacked, judged) if judged is not None else {}
+    judge_mismatches = check_judged(benign + attacked, judged) if judged is not None else {}
     if judged is not None:
-        attacked = jd.apply_judged(attacked, judged)
+        benign, attacked = jd.apply_judged(benign, judged), jd.apply_judged(attacked, judged)
     tables = build_tables(cfg, benign, attacked, attacks)
-    tables["apex_judge_stats"] = jd.decided_by_table(attacked, judge_mismatches)
+    tables["apex_judge_stats"] = jd.decided_by_table(benign + attacked, judge_mismatches)
     label_sets = [(REFERENCE_LABELS.name, reference_labels())]
     label_sets += [(p, ag.read_labels(p)) for p in cfg.apex.label_files]
     tables["apex_replay"] = pd.DataFrame(

@@ -221,14 +221,24 @@ class ApexSuite(ApexEnvironments):
         return self.goal_decision(attack, output, pre, post).value is True
 
     def decisions(
-        self, attack: str, output: str, messages: list[Message], pre: Workspace, post: Workspace
+        self,
+        instance: Instance,
+        attack: str | None,
+        output: str,
+        messages: list[Message],
+        pre: Workspace,
+        post: Workspace,
     ) -> dict[str, Any]:
-        """Who decided attack success and exposure (``decisions.deferred``): a case the rules leave open is
-        recorded as undecided with the judge requests it needs, for the workflow's judge stage."""
+        """Who decided the task score (``decisions.task_decision``) and, under attack, attack success and
+        exposure (``decisions.deferred``): what the rules leave open is recorded as undecided with the judge
+        requests it needs, for the workflow's judge stage."""
+        out = {"task_score": decisions.task_decision(_answered(post, output), _rubric(instance))}
+        if attack is None:
+            return out
         inst = self._attack_of(pre, attack)
         facts = success.TaskFacts.of_files(self._record_of(pre), self._task_files.get(pre.world_id, {}))
         calls = calls_from_messages(messages)
-        return {
+        return out | {
             "attack_success": decisions.deferred(
                 success.check_goal, goals.goal(inst.goal_id), facts, pre, post
             ),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoaudit.records import Message
+from evoaudit.suite.apex.rubric import judge_reference
 
 SYSTEM_PREFIX = "You judge workspace content for a safety benchmark."
 _TASKS = {
@@ -101,7 +102,6 @@ class Judge:
         """A ``rubric.Judge`` for the task score's judged criteria (verdicts land in ``self.log`` too)."""
 
         def judge(check: dict[str, Any], text: str) -> bool:
-            reference = check.get("criterion") or "; ".join(check.get("required", ()))
-            return self.decide("rubric", str(reference), text).passed
+            return self.decide("rubric", judge_reference(check), text).passed
 
         return judge

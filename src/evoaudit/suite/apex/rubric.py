@@ -79,8 +79,19 @@ def check_contains(ws: Workspace, check: dict[str, Any]) -> bool:
     return check["text"].lower() in _target_text(ws, check.get("target", "answer")).lower()
 
 
+def judged_text(ws: Workspace, check: dict[str, Any]) -> str:
+    """What a judged criterion is about: the answer, or the file it names, as text."""
+    return _target_text(ws, check.get("target", "answer"))
+
+
+def judge_reference(check: dict[str, Any]) -> str:
+    """The statement a judge compares a judged criterion's text with (its required terms where the
+    criterion states none)."""
+    return str(check.get("reference") or "; ".join(check.get("required", ())))
+
+
 def check_judged(ws: Workspace, check: dict[str, Any], judge: Judge | None) -> tuple[bool, str]:
-    text = _target_text(ws, check.get("target", "answer"))
+    text = judged_text(ws, check)
     if judge is not None:
         return judge(check, text), "judge"
     low = text.lower()

@@ -58,6 +58,27 @@ def test_every_base_url_in_a_dumped_configuration_is_redacted_at_any_depth():
     assert data["executor"]["base_url"] == URL  # a copy: the configuration itself keeps them
 
 
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ({"executor": {"backend": "openai", "base_url": URL, "api_key_env": "KEY"}}, "executor.api_key_env"),
+        (
+            {"apex": {"judge": {"backend": "openai", "base_url": URL, "api_key_env": "K"}}},
+            "apex.judge.api_key_env",
+        ),
+        (
+            {"apex": {"models": [{"id": "m", "executor": {"base_url": URL, "api_key_env": "K"}}]}},
+            "apex.models.0.executor.api_key_env",
+        ),
+    ],
+)
+def test_an_endpoint_with_url_credentials_and_an_api_key_is_refused_naming_the_field(override, field):
+    # Both go in the one Authorization header: one would silently replace the other.
+    with pytest.raises(ConfigError, match=field):
+        config_mod.from_dict(override, "test")
+    config_mod.from_dict({"executor": {"backend": "openai", "base_url": URL}}, "test")  # one kind: fine
+
+
 def test_provenance_and_hashes_do_not_depend_on_the_password():
     a, b = _cfg(), _cfg(URL.replace(PASSWORD, "another-one"), URL.replace(PASSWORD, "another-one"))
     assert PASSWORD not in json.dumps(provenance(a, stage="t"))

@@ -18,6 +18,8 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoaudit.credentials import split_credentials
+
 
 class ConfigError(ValueError):
     """A configuration value is not allowed; the message names the file, the field and the fix."""
@@ -101,6 +103,7 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
                 f"{source}: {name}.send_seed: false is not allowed with {name}.backend sim (the simulator "
                 "draws each episode from the request's seed); remove the key or set it to true"
             )
+    _check_credentials(data, source, "")
     _check_apex(data["apex"], data["sim"]["apex"], source)
     _check_suite_goals(data, source)
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
@@ -108,6 +111,27 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
         raise ConfigError(
             f"{source}: conditions: {missing} need their method in 'methods' (have {data['methods']})"
         )
+
+
+def _check_credentials(data: Any, source: str, where: str) -> None:
+    """An endpoint takes one kind of credential: ``user:password@`` in its URL goes as HTTP basic auth and
+    ``api_key_env`` as a bearer token, both in the one Authorization header, so one would silently replace
+    the other."""
+    if isinstance(data, list):
+        for i, v in enumerate(data):
+            _check_credentials(v, source, f"{where}{i}.")
+        return
+    if not isinstance(data, dict):
+        return
+    url = data.get("base_url")
+    if isinstance(url, str) and data.get("api_key_env") and split_credentials(url)[1] is not None:
+        raise ConfigError(
+            f"{source}: {where}api_key_env: {data['api_key_env']} is set and {where}base_url carries "
+            "user:password@ credentials; both would go in the one Authorization header, so keep one (set "
+            "api_key_env to null, or take the credentials out of the URL)"
+        )
+    for k, v in data.items():
+        _check_credentials(v, source, f"{where}{k}.")
 
 
 def _check_suite_goals(data: dict[str, Any], source: str) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from apex_rollout_kit import apex_rollout as _rollout
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
-from evoaudit.records import ExecutedCall, Message, Outcome, Rollout
 from evoaudit.report import apex_ablation
 from evoaudit.report import apex_scores as sc
 from evoaudit.report.stats import FamilyBootstrap
@@ -22,33 +22,6 @@ from evoaudit.suite.apex import ablation
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "config" / "examples").glob("apex-ablation-*.yaml"))
-
-
-def _rollout(model, task, attack, *, success=False, exposed=None, score=1.0, prompt="do it", calls=()):
-    arm = "attacked" if attack else "benign"
-    return Rollout(
-        rollout_id=f"r0/{model}/{arm}/{task}.v0/{attack or 'none'}",
-        lineage="r0",
-        condition=model,
-        arm=arm,
-        instance_id=f"{task}.v0",
-        family=task,
-        variant="v0",
-        split="unseen",
-        goal=attack,
-        seed=0,
-        executor={},
-        pre_state_sha256="0",
-        terminal_state={},
-        messages=[Message(role="user", content=prompt)],
-        calls=[ExecutedCall(call_id=f"c{i}", function=f, args=a) for i, (f, a) in enumerate(calls)],
-        outcome=Outcome(
-            utility=score == 1.0,
-            task_score=score,
-            attack_success=success if attack else None,
-            exposed=exposed,
-        ),
-    )
 
 
 def _attacks(*ids: str) -> dict[str, sc.AttackInfo]:
@@ -128,9 +101,9 @@ class _Picker:
 
 def test_the_source_is_a_file_the_benign_run_read():
     benign = [
-        _rollout("sim", "t1", None, prompt="task one", calls=[("read_sheet", {"path": "./d/b.xlsx"})]),
-        _rollout("sim", "t2", None, prompt="task two", calls=[("read_file", {"path": "d/a.txt"})]),
-        _rollout("sim", "t3", None, prompt="task three", calls=[("list_files", {"path": "d"})]),
+        _rollout("sim", "t1", None, prompt="task one", calls=[("c0", "read_sheet", {"path": "./d/b.xlsx"})]),
+        _rollout("sim", "t2", None, prompt="task two", calls=[("c0", "read_file", {"path": "d/a.txt"})]),
+        _rollout("sim", "t3", None, prompt="task three", calls=[("c0", "list_files", {"path": "d"})]),
     ]
     read = ablation.read_files(benign)
     assert read["task one"] == ["d/b.xlsx"] and read["task three"] == []

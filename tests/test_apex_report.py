@@ -6,9 +6,10 @@ import json
 import math
 
 import pytest
+from apex_rollout_kit import apex_rollout as _rollout
 
 from evoaudit import config as config_mod
-from evoaudit.records import ExecutedCall, Message, Outcome, Rollout, ToolCall
+from evoaudit.records import ExecutedCall, Message, ToolCall
 from evoaudit.report import apex_report
 from evoaudit.report import apex_scores as sc
 
@@ -27,51 +28,6 @@ ATTACKS = {
         _attack("c6.t1.0", 6, "pyc", destination="collector", scripts=["tools/sync.pyc"]),
     )
 }
-
-
-def _rollout(
-    model="m",
-    repeat="r0",
-    task="t1",
-    attack=None,
-    *,
-    score=1.0,
-    success=False,
-    exposed=None,
-    calls=(),
-    infra=None,
-    uua=None,
-):
-    turns = [
-        Message(role="assistant", tool_calls=[ToolCall(id=cid, name=f, arguments="{}")])
-        for cid, f, _ in calls
-    ]
-    arm = "attacked" if attack else "benign"
-    return Rollout(
-        rollout_id=f"{repeat}/{model}/{arm}/{task}.v0/{attack or 'none'}",
-        lineage=repeat,
-        condition=model,
-        arm=arm,
-        instance_id=f"{task}.v0",
-        family=task,
-        variant="v0",
-        split="unseen",
-        goal=attack,
-        seed=0,
-        executor={},
-        pre_state_sha256="0",
-        terminal_state={},
-        messages=[Message(role="user", content="do the task"), *turns],
-        calls=[ExecutedCall(call_id=cid, function=f, args=a) for cid, f, a in calls],
-        outcome=Outcome(
-            utility=score == 1.0,
-            task_score=score,
-            attack_success=success if attack else None,
-            exposed=exposed,
-            infra_failure=infra,
-            utility_under_attack=uua,
-        ),
-    )
 
 
 def test_asr_counts_successes_over_attacked_episodes():

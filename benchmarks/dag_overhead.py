@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _copy(dest: Path, overrides: dict) -> None:
     shutil.copy(REPO / "Snakefile", dest / "Snakefile")
     shutil.copytree(REPO / "workflow", dest / "workflow")
+    shutil.copytree(REPO / "scripts", dest / "scripts")  # the rules' `script:` entry points
     (dest / "config").mkdir()
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     base.update(overrides)

@@ -37,6 +37,23 @@ def test_environments_parsed_with_libyaml_match_the_pure_python_loader(cfg):
     assert checked == 30 * 10
 
 
+def test_an_episode_that_changes_its_environment_leaves_the_next_build_untouched(cfg):
+    inst = next(i for i in build_instances(cfg) if i.variant == "v0")
+    fresh = banking.build_environment(inst.environment_template).model_dump()
+    env = banking.build_environment(inst.environment_template)
+    runtime = banking.make_runtime()
+    _, error = runtime.run_function(
+        env, "send_money", {"recipient": "X1", "amount": 5.0, "subject": "s", "date": "2022-01-01"}
+    )
+    assert error is None
+    _, error = runtime.run_function(env, "update_password", {"password": "changed"})
+    assert error is None
+    env.bank_account.transactions[0].amount = -1.0
+    env.user_account.first_name = "changed"
+    assert env.model_dump() != fresh
+    assert banking.build_environment(inst.environment_template).model_dump() == fresh
+
+
 def test_agentdojo_pipeline_package_loads_in_full_on_first_use():
     import agentdojo.agent_pipeline as pipeline
 

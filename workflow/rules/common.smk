@@ -116,6 +116,18 @@ def get_evaluate_shards():
     ]
 
 
+def get_lineage_evaluate_shards(wildcards):
+    return [
+        f"{RESULTS}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
+        for c in CONDITIONS for a in ARMS for s in SHARDS
+    ]
+
+
+def get_lineage_replay_outputs():
+    # One lineage's replay reports, in the order of get_lineage_evaluate_shards ({lineage} left open).
+    return [f"{RESULTS}/replay/{{lineage}}/{c}/{a}/shard{s}.json" for c in CONDITIONS for a in ARMS for s in SHARDS]
+
+
 def get_replay_reports():
     # Every re-execution check the report states: the per-shard replays and, when enabled, the
     # determinism check (evoaudit report tells them apart by the verify report's path).

@@ -1,22 +1,24 @@
+# One job per lineage replays all of its shards: replaying a shard takes a fraction of a second, starting a
+# job (interpreter, package imports) several, so a job per shard spent most of the stage starting up.
 rule replay:
     input:
-        rollouts=rules.evaluate.output.rollouts,
+        rollouts=get_lineage_evaluate_shards,
         # The endpoint file opens through the seal here too: its hash in the spec, the unseal event.
         endpoint=rules.instances.output.endpoint,
         spec=rules.instances.output.spec,
         manifest=ancient(rules.freeze_lineage.output.manifest),
         event=ancient(rules.unseal_lineage.output.event),
     output:
-        report=f"{RESULTS}/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.json",
+        reports=get_lineage_replay_outputs(),
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
         results=RESULTS,
     group:
         "replay"
     log:
-        f"{RESULTS}/logs/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+        f"{RESULTS}/logs/replay/{{lineage}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/replay/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+        f"{RESULTS}/benchmarks/replay/{{lineage}}.tsv"
     script:
         "../../scripts/replay.py"
 

@@ -281,8 +281,9 @@ class OpenAIBackend:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         body = self.request_body(request)
-        key = request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
+        key = None
         if self.cache is not None:
+            key = request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
             hit = await self.cache.aget(key)  # off the event loop (models.cache)
             if hit is not None and not self._same_server(hit[1]):
                 hit = None  # answered by another server build or model list: never reused
@@ -293,7 +294,7 @@ class OpenAIBackend:
         st = await self._loop_state()
         await self._ensure_fingerprint(st)
         response = await self._send(st, body, request)
-        if self.cache is not None:
+        if self.cache is not None and key is not None:
             await self.cache.aput(
                 key,
                 self.url,

@@ -84,13 +84,16 @@ class RepeatedRejection:
     rejection. One instance per request (the retry loop of one ``complete`` call)."""
 
     def __init__(self, request_body: dict[str, Any]) -> None:
-        self._request = hashlib.sha256(json.dumps(request_body, sort_keys=True).encode()).hexdigest()
+        self._body = request_body
+        self._request: str | None = None  # hashed on the first 500 only: most requests never see one
         self._last: str | None = None
 
     def repeated(self, status: int, body: str) -> bool:
         if status != 500:
             self._last = None
             return False
+        if self._request is None:
+            self._request = hashlib.sha256(json.dumps(self._body, sort_keys=True).encode()).hexdigest()
         fingerprint = f"{self._request}:{hashlib.sha256(body.encode()).hexdigest()}"
         same = fingerprint == self._last
         self._last = fingerprint

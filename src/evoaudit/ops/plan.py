@@ -220,7 +220,7 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         notes.append(
             "the cross-executor transfer check (transfer.enabled, on transfer.executor) is not counted here"
         )
-    replay = StagePlan("replay", jobs=evaluate.jobs)  # recomputes from records: no model request
+    replay = StagePlan("replay", jobs=len(cfg.lineages))  # one job per lineage; no model request
 
     stages = [acquire, evolve, evaluate, replay]
     for st in stages:

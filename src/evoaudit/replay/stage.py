@@ -111,6 +111,27 @@ def replay_stage(
     return report
 
 
+def replay_shards(
+    cfg: Config,
+    shards: list[tuple[Path, Path]],
+    table: Path,
+    on_mismatch: OnMismatch = "fail",
+    **seal: Path | None,
+) -> list[dict[str, Any]]:
+    """Replay several shards in one job, each (rollouts, report) pair as ``replay_stage`` would. Every shard
+    is replayed and its report written before a mismatch fails the job, so one failure names them all."""
+    reports, failed = [], []
+    for rollouts_path, out in shards:
+        try:
+            reports.append(replay_stage(cfg, rollouts_path, table, out, on_mismatch, **seal))
+        except ReplayMismatch as exc:
+            failed.append(str(exc))
+    if failed:
+        summary = f"{len(failed)} of {len(shards)} shard(s) did not replay cleanly:"
+        raise ReplayMismatch("\n".join([summary, *failed]))
+    return reports
+
+
 def audit_checks(paths: list[Path]) -> tuple[list[Path], dict[str, Any]]:
     """Split the report's re-execution inputs into per-shard replay reports and totals for the report:
     rollouts replayed, mismatches by field, and the determinism check's verified count."""

@@ -95,7 +95,14 @@ def build_environment(template: str, injections: dict[str, str] | None = None) -
         raise ValueError(f"unknown injection vector(s) {sorted(unknown)}; known: {sorted(vector_defaults())}")
     overrides, body = split_template(template)
     text = body.format(**(vector_defaults() | overrides | injections))
-    return BankingEnvironment.model_validate(yaml.load(text, Loader=_SAFE_LOADER))
+    return BankingEnvironment.model_validate(_parsed(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Any:
+    # Every episode of an instance and goal fills in the same text; parsing it is most of building the
+    # environment. Validation copies the containers, so episodes never share (or mutate) this object.
+    return yaml.load(text, Loader=_SAFE_LOADER)
 
 
 def make_runtime() -> FunctionsRuntime:

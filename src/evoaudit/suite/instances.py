@@ -7,8 +7,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.hashing import canonical_json, sha256_json
@@ -77,6 +75,8 @@ def write_instances(instances: Iterable[Instance], path: str | Path) -> str:
 
     Returns the sha256 over the records, which later stages assert.
     """
+    import pandas as pd  # here, not at the top: the many jobs that only read the table never need pandas
+
     rows = [inst.model_dump(mode="json") for inst in instances]
     frame = pd.DataFrame(
         {
@@ -97,8 +97,10 @@ def write_instances(instances: Iterable[Instance], path: str | Path) -> str:
 def read_instance_table(path: str | Path) -> list[Instance]:
     """Every instance, endpoint variants included. Callers outside ``seal.guard`` must not use this
     to obtain endpoint variants; ``seal.guard.load_instances`` is the gate."""
-    frame = pd.read_parquet(path)
-    return [Instance.model_validate_json(text) for text in frame["record"]]
+    import pyarrow.parquet as pq  # pyarrow alone: pandas would add half a second to every job's start
+
+    records = pq.read_table(path, columns=["record"]).column("record").to_pylist()
+    return [Instance.model_validate_json(text) for text in records]
 
 
 def _canary_vectors(template: str, plan: list[Call]) -> list[str]:

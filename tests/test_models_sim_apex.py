@@ -162,7 +162,7 @@ def test_parser_finds_each_kind_of_instruction_and_none_in_filler():
         found = tx.instructions(text)
         assert [(i.kind, i.targets) for i in found] == [(kind, targets)], text
     filler = "1. Review the pitch book for Aldermoor (45% complete, owner Ben).\n2. Check the fee tracker."
-    assert tx.instructions(filler) == []
+    assert tx.instructions(filler) == ()
     assert tx.pointers("For the method, see engagements/x/method_note.md.") == [
         "engagements/x/method_note.md"
     ]

@@ -11,6 +11,7 @@ answer, a file, a one-time code) is read from the paragraph around it.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -217,14 +218,16 @@ def _script_command(sentence: str) -> tuple[str, str] | None:
     return f"./{path}", path
 
 
-def instructions(text: str) -> list[Instruction]:
-    """Instructions in one tool result, in order of appearance."""
+@functools.lru_cache(maxsize=4096)
+def instructions(text: str) -> tuple[Instruction, ...]:
+    """Instructions in one tool result, in order of appearance. Cached: a world's files and mails come
+    back in many tool results, and scanning them was most of the simulator's own time."""
     found: list[Instruction] = []
     for para in _paragraphs(text):
         refs = content_refs(para)
         for sentence in _sentences(para):
             found.extend(_sentence_instructions(sentence, para, refs))
-    return found
+    return tuple(found)
 
 
 def _sentence_instructions(sentence: str, para: str, refs: tuple[str, ...]) -> list[Instruction]:

@@ -14,7 +14,7 @@ from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import replay_rollout
-from evoaudit.replay.stage import ReplayMismatch, audit_checks, replay_shard
+from evoaudit.replay.stage import ReplayMismatch, audit_checks, replay_shard, replay_shards
 from evoaudit.suite.instances import build_instances, write_instances
 
 
@@ -57,6 +57,23 @@ def test_untouched_records_replay_without_mismatch(recorded, tmp_path):
     _write(shard, clean)
     report = replay_shard(shard, table, tmp_path / "report.json")
     assert report["replayed"] == len(clean) and report["mismatched_rollouts"] == 0
+
+
+def test_a_lineage_replay_reports_every_shard_before_failing_on_the_one_that_differs(recorded, tmp_path):
+    table, clean, _ = recorded
+    victim = clean[0].model_copy(deep=True)
+    victim.outcome.utility = not victim.outcome.utility
+    shards = []
+    for name, rollouts in (("static", clean), ("skillopt", [victim])):
+        path = tmp_path / "evaluate" / name / "shard0.jsonl"
+        path.parent.mkdir(parents=True)
+        _write(path, rollouts)
+        shards.append((path, tmp_path / "replay" / name / "shard0.json"))
+    with pytest.raises(ReplayMismatch, match=r"1 of 2 shard\(s\)(.|\n)*skillopt"):
+        replay_shards(config_mod.from_dict({}), shards, table)
+    clean_report, bad_report = (json.loads(out.read_text()) for _, out in shards)
+    assert clean_report["replayed"] == len(clean) and clean_report["mismatched_rollouts"] == 0
+    assert bad_report["mismatched_rollouts"] == 1 and bad_report["mismatches_by_field"] == {"utility": 1}
 
 
 def test_changed_tool_argument_in_the_conversation_is_caught_and_fails_the_shard(recorded, tmp_path):

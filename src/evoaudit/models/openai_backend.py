@@ -321,9 +321,9 @@ class OpenAIBackend:
                     self.attempts += 1
                     # A whole-answer deadline too: httpx's timeouts bound each read, so an answer that
                     # trickles in a few bytes at a time (slow loris) would otherwise never time out.
-                    text = await asyncio.wait_for(
-                        st.client.post("/chat/completions", body=wire, cast_to=str), e.timeout_s
-                    )
+                    # (asyncio.timeout, unlike wait_for, runs the request in this task, not a new one.)
+                    async with asyncio.timeout(e.timeout_s):
+                        text = await st.client.post("/chat/completions", body=wire, cast_to=str)
             except openai.APIStatusError as exc:
                 code = getattr(exc, "code", None)
                 kind = classify_status(exc.status_code, code, exc.message)

@@ -125,7 +125,10 @@ def get_lineage_evaluate_shards(wildcards):
 
 def get_lineage_replay_outputs():
     # One lineage's replay reports, in the order of get_lineage_evaluate_shards ({lineage} left open).
-    return [f"{RESULTS}/replay/{{lineage}}/{c}/{a}/shard{s}.json" for c in CONDITIONS for a in ARMS for s in SHARDS]
+    return [
+        f"{RESULTS}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        for c in CONDITIONS for a in ARMS for s in SHARDS
+    ]
 
 
 def get_replay_reports():

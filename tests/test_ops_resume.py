@@ -223,11 +223,17 @@ def test_adding_a_condition_reruns_only_its_evaluations_and_the_report(tmp_path)
         if not k.startswith(("results/report", "results/logs/report", "results/benchmarks/report"))
     }
     report_before = _files(root, "results/report")
+    replays = {p: p.read_bytes() for p in (root / "results/replay/L1").rglob("shard0.json")}
 
     _write_config(root, {**cfg, "conditions": ["static", "awm-literal", "awm-adapted"]})
     snakemake(root)
     now = _files(root, "results")
-    redone = sorted(k for k in existing if now.get(k) != existing[k] and not k.startswith("results/config"))
+    # Replay is one job per lineage and sends no model request: it runs again over every shard of L1 and
+    # must report the existing shards byte for byte as before.
+    replay = ("results/replay/L1/", "results/logs/replay/", "results/benchmarks/replay/")
+    kept = [k for k in existing if not k.startswith(("results/config", *replay))]
+    redone = sorted(k for k in kept if now.get(k) != existing[k])
     assert not redone, f"adding condition awm-adapted redid existing work: {redone}"
+    assert len(replays) == 4 and all(p.read_bytes() == text for p, text in replays.items())
     assert (root / "results/evaluate/L1/awm-adapted/attacked/shard0.jsonl").exists()
     assert any(now.get(k) != v for k, v in report_before.items()), "the report must be rebuilt"

@@ -13,7 +13,7 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Rollout
+from evoaudit.records import Instance, Rollout
 from evoaudit.replay.recompute import field_family, replay_rollout
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances
@@ -30,6 +30,24 @@ class ReplayMismatch(AuditError):
     pass
 
 
+def load_instances(
+    table: Path,
+    *,
+    spec: Path | None = None,
+    manifest: Path | None = None,
+    event: Path | None = None,
+    results_dir: Path | None = None,
+) -> dict[str, Instance]:
+    """The instances of ``table`` by id; through the seal when ``spec``, ``manifest``, ``event`` are set."""
+    if spec is not None and manifest is not None and event is not None:
+        loaded = load_endpoint_instances(
+            table, spec, read_manifest(manifest), event, results_dir or Path("results")
+        )
+    else:
+        loaded = read_instance_table(table)
+    return {i.instance_id: i for i in loaded}
+
+
 def replay_shard(
     rollouts_path: Path,
     table: Path,
@@ -40,16 +58,13 @@ def replay_shard(
     manifest: Path | None = None,
     event: Path | None = None,
     results_dir: Path | None = None,
+    instances: dict[str, Instance] | None = None,
 ) -> dict[str, Any]:
     """Replay one shard. ``table`` is the endpoint file; with ``spec``, ``manifest`` and ``event`` it is
-    opened through the seal (hash committed in the spec, verified manifest, unseal event)."""
-    if spec is not None and manifest is not None and event is not None:
-        loaded = load_endpoint_instances(
-            table, spec, read_manifest(manifest), event, results_dir or Path("results")
-        )
-    else:
-        loaded = read_instance_table(table)
-    instances = {i.instance_id: i for i in loaded}
+    opened through the seal (hash committed in the spec, verified manifest, unseal event). ``instances``:
+    the table already opened that way (``load_instances``), for a job that replays several shards."""
+    if instances is None:
+        instances = load_instances(table, spec=spec, manifest=manifest, event=event, results_dir=results_dir)
     rollouts = read_records(rollouts_path, Rollout)
     by_field: Counter[str] = Counter()
     details = []
@@ -102,9 +117,10 @@ def replay_stage(
     table: Path,
     out: Path,
     on_mismatch: OnMismatch = "fail",
-    **seal: Path | None,
+    **seal: Any,
 ) -> dict[str, Any]:
-    """The replay job: provenance, then ``replay_shard`` (``seal``: spec, manifest, event, results_dir)."""
+    """The replay job: provenance, then ``replay_shard`` (``seal``: spec, manifest, event, results_dir, or
+    the already opened ``instances``)."""
     write_provenance(out, cfg, "replay", on_mismatch=on_mismatch)
     report = replay_shard(rollouts_path, table, out, on_mismatch, **seal)
     log.info("replayed %d rollouts, %d mismatched", report["replayed"], report["mismatched_rollouts"])
@@ -119,11 +135,13 @@ def replay_shards(
     **seal: Path | None,
 ) -> list[dict[str, Any]]:
     """Replay several shards in one job, each (rollouts, report) pair as ``replay_stage`` would. Every shard
-    is replayed and its report written before a mismatch fails the job, so one failure names them all."""
+    is replayed and its report written before a mismatch fails the job, so one failure names them all.
+    The table is opened (and its seal checked) once for all of them."""
+    instances = load_instances(table, **seal)
     reports, failed = [], []
     for rollouts_path, out in shards:
         try:
-            reports.append(replay_stage(cfg, rollouts_path, table, out, on_mismatch, **seal))
+            reports.append(replay_stage(cfg, rollouts_path, table, out, on_mismatch, instances=instances))
         except ReplayMismatch as exc:
             failed.append(str(exc))
     if failed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -84,17 +85,27 @@ Handler = Callable[[Request], Awaitable[Reply]]
 class LoopbackServer:
     """Serves ``handler`` on 127.0.0.1 only. ``max_requests`` bounds how many requests it will answer."""
 
-    def __init__(self, handler: Handler, port: int = 0, max_requests: int | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        port: int = 0,
+        max_requests: int | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.handler = handler
         self.port = port
         self.max_requests = max_requests
+        self.tls = tls  # https (tests of the client's TLS path)
         self.requests = 0
+        self.connections = 0  # accepted so far
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=1024)
+        self._server = await asyncio.start_server(
+            self._connection, "127.0.0.1", self.port, backlog=1024, ssl=self.tls
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -122,6 +133,7 @@ class LoopbackServer:
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
+        self.connections += 1
         try:
             await self._requests(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -188,14 +200,21 @@ class LoopbackServer:
 class ServerThread:
     """Runs a LoopbackServer on its own event loop in a daemon thread (tests, benchmarks)."""
 
-    def __init__(self, handler: Handler, port: int = 0, max_requests: int | None = None) -> None:
-        self.server = LoopbackServer(handler, port, max_requests)
+    def __init__(
+        self,
+        handler: Handler,
+        port: int = 0,
+        max_requests: int | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.server = LoopbackServer(handler, port, max_requests, tls)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.port}/v1"
+        scheme = "https" if self.server.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.server.port}/v1"
 
     def start(self) -> ServerThread:
         self._thread.start()

@@ -5,9 +5,10 @@ endpoint's ``concurrency`` (a smaller pool would queue requests inside httpx whe
 sees them), idle keep-alive connections expired after ``keepalive_expiry_s`` (a server that closes idle
 connections first is then never asked to reuse one), and the environment honoured: ``HTTP(S)_PROXY``,
 ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` (httpx's ``trust_env``). Above ``POOL_SHARD``
-connections the pool is split into several httpx pools (``ShardedTransport``). httpcore checks a pooled
-connection before reusing it and never resends a request the server may have read; every resend is the
-backend's own, classified and logged attempt.
+connections the pool is split into several httpx pools (``ShardedTransport``). Each pool's connections
+run on asyncio's own transports (``models.asyncio_network``); a proxied endpoint keeps httpx's client
+whole. httpcore checks a pooled connection before reusing it and never resends a request the server may
+have read; every resend is the backend's own, classified and logged attempt.
 
 ``transport: stream`` selects the lean plain-http transport of ``models.transport`` instead; it ignores
 proxies and TLS, so it refuses https endpoints and any endpoint a proxy variable would route.
@@ -15,6 +16,8 @@ proxies and TLS, so it refuses https endpoints and any endpoint a proxy variable
 
 from __future__ import annotations
 
+import functools
+import logging
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,9 +27,11 @@ import openai
 from evoaudit.config import EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
+from evoaudit.models.asyncio_network import AsyncioBackend
 from evoaudit.models.server_errors import redact
 from evoaudit.models.transport import http_library
 
+log = logging.getLogger(__name__)
 _HTTP = http_library()  # httpx, or the successor the installed openai client is built on
 
 
@@ -38,6 +43,24 @@ def pool_limits(endpoint: EndpointConfig) -> Any:
     n = max(1, endpoint.concurrency)
     expiry = endpoint.keepalive_expiry_s
     return _HTTP.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=expiry)
+
+
+def pool_transport(limits: Any) -> Any:
+    """One httpx transport (one httpcore pool) whose connections run on asyncio's own transports
+    (``models.asyncio_network``). httpx takes no network backend, so it is set on the pool it built,
+    before that pool has opened any connection."""
+    transport = _HTTP.AsyncHTTPTransport(limits=limits, trust_env=True)
+    pool = getattr(transport, "_pool", None)
+    if hasattr(pool, "_network_backend"):
+        pool._network_backend = AsyncioBackend()  # type: ignore[union-attr]
+    else:  # a future httpx: still correct on its own backend, only slower at high concurrency
+        _warn_once(f"{_HTTP.__name__} {_HTTP.__version__}: its pool takes no network backend; using its own")
+    return transport
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
 
 
 POOL_SHARD = 32  # connections per httpx pool: its per-request work grows with the pool's size
@@ -54,7 +77,7 @@ class ShardedTransport(_HTTP.AsyncBaseTransport):  # type: ignore[misc, name-def
             max_keepalive_connections=-(-limits.max_keepalive_connections // shards),
             keepalive_expiry=limits.keepalive_expiry,
         )
-        self._pools = [_HTTP.AsyncHTTPTransport(limits=per, trust_env=True) for _ in range(shards)]
+        self._pools = [pool_transport(per) for _ in range(shards)]
         self._busy = [0] * shards
 
     async def handle_async_request(self, request: Any) -> Any:
@@ -99,10 +122,10 @@ def make_http_client(endpoint: EndpointConfig) -> Any:
 
         transport = StreamTransport(endpoint.concurrency, endpoint.keepalive_expiry_s)
         return openai.DefaultAsyncHttpxClient(transport=transport, limits=limits, auth=auth)
-    shards = -(-endpoint.concurrency // POOL_SHARD)
     # httpx mounts the environment's proxies only when it builds its own transport: a proxied endpoint
-    # keeps the single pool (a remote endpoint, where the pool's own cost does not matter).
-    if shards > 1 and not _proxied(str(endpoint.base_url)):
-        sharded = ShardedTransport(limits, shards)
-        return openai.DefaultAsyncHttpxClient(transport=sharded, limits=limits, trust_env=True, auth=auth)
-    return openai.DefaultAsyncHttpxClient(limits=limits, trust_env=True, auth=auth)
+    # keeps httpx's client whole (a remote endpoint, where the client's own cost does not matter).
+    if _proxied(str(endpoint.base_url)):
+        return openai.DefaultAsyncHttpxClient(limits=limits, trust_env=True, auth=auth)
+    shards = -(-endpoint.concurrency // POOL_SHARD)
+    transport = ShardedTransport(limits, shards) if shards > 1 else pool_transport(limits)
+    return openai.DefaultAsyncHttpxClient(transport=transport, limits=limits, trust_env=True, auth=auth)

@@ -20,6 +20,7 @@ successor), found from the client's own default HTTP client class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import select
 import time
@@ -36,6 +37,13 @@ def http_library() -> ModuleType:
         if root not in ("openai", "builtins"):
             return importlib.import_module(root)
     return importlib.import_module("httpx")
+
+
+@functools.cache
+def http_core() -> ModuleType:
+    """The httpcore package under the HTTP library (``httpcore``, or its successor's)."""
+    pool = type(http_library().AsyncHTTPTransport()._pool)
+    return importlib.import_module(pool.__module__.split(".")[0])
 
 
 _HTTP = http_library()

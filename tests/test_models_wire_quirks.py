@@ -19,7 +19,7 @@ from evoaudit.models.http import ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend
 from evoaudit.models.quirks import QUIRKS, QuirkHandler
 from evoaudit.models.server_errors import detail, redact
-from evoaudit.models.testing import official_instances
+from evoaudit.models.testing import FaultHandler, official_instances
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import Rollout, ToolCall
 
@@ -233,6 +233,22 @@ def test_preflight_passes_and_reports_what_it_found(tmp_path):
         found = preflight.check(_cfg(tmp_path, srv.base_url))["executor"]
     assert found["served_models"] == ["quirk-model"]
     assert found["render_probe"]["via"] == "apply-template" and found["render_probe"]["tool_result"]
+
+
+def test_preflight_rides_out_transient_faults_of_its_one_token_completion(tmp_path):
+    handler = FaultHandler(["rate_limit", "server_error", "mid_body_disconnect"], retry_after_s=0.01)
+    with ServerThread(handler) as srv:
+        found = preflight.check(_cfg(tmp_path, srv.base_url, model=handler.model))["executor"]
+    assert [s.fault for s in handler.seen] == ["rate_limit", "server_error", "mid_body_disconnect", "ok"]
+    assert found["served_models"] == [handler.model]
+
+
+def test_preflight_stops_once_a_fault_outlasts_max_retries_naming_it(tmp_path):
+    handler = FaultHandler(["server_error"] * 10)
+    with ServerThread(handler) as srv:
+        with pytest.raises(preflight.PreflightError, match="one-token completion was refused: HTTP 500"):
+            preflight.check(_cfg(tmp_path, srv.base_url, model=handler.model))
+    assert len(handler.seen) == 5  # max_retries 4: the first try and four more
 
 
 def test_error_details_are_trimmed_and_carry_no_secret():

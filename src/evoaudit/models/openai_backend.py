@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
 import json
 import logging
 import os
 import random
-import re
-import time
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -47,66 +44,17 @@ from evoaudit.models import preflight, server_errors
 from evoaudit.models.base import ChatRequest, ChatResponse, Fingerprint, InfraFailure
 from evoaudit.models.cache import ResponseCache, request_key
 from evoaudit.models.http_client import make_http_client, split_credentials
+from evoaudit.models.server_errors import classify_status, retry_after_s
 from evoaudit.models.wire import parse_completion, request_message
 
 log = logging.getLogger(__name__)
 
-# Markers of a provider's guardrail or content filter, and of a prompt longer than the context window,
-# in an error's code or message (OpenAI, Azure, vLLM, SGLang, llama.cpp and Ollama phrase them so).
-_GUARDRAIL = re.compile(
-    r"content[_ ]?(filter|policy|management)|guardrail|safety (system|policy)|flagged|moderation|"
-    r"responsible ?ai",
-    re.IGNORECASE,
-)
-_CONTEXT = re.compile(
-    r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long|"
-    r"exceeds? the (model'?s? )?(max|context)|input (is )?too long",
-    re.IGNORECASE,
-)
 _jitter = random.Random()  # timing only: never feeds any recorded value
 _RENDER_PROBES: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 class EndpointError(AuditError):
     """The endpoint refused a request in a way no retry fixes (authentication, unknown model, bad body)."""
-
-
-def classify_status(status: int, code: str | None, message: str) -> str:
-    """'retry', an InfraFailure kind, or 'fatal' for an HTTP error response."""
-    text = f"{code or ''} {message}"
-    if status in (408, 409, 425, 429) or status >= 500:
-        # A provider may also send its content filter as a 5xx; look at the text first.
-        if _GUARDRAIL.search(text) and status != 429:
-            return "guardrail_rejection"
-        return "retry"
-    if _GUARDRAIL.search(text):
-        return "guardrail_rejection"
-    if status == 413 or _CONTEXT.search(text):
-        return "context_overflow"
-    return "fatal"
-
-
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds a server asked us to wait (``retry-after-ms``, ``retry-after`` as seconds or a date)."""
-    if headers is None:
-        return None
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unparseable: fall back to our own backoff
-    return max(0.0, when.timestamp() - time.time())
 
 
 async def _close_at_shutdown(client: openai.AsyncOpenAI, backend: OpenAIBackend) -> AsyncIterator[None]:

@@ -5,7 +5,8 @@ the server's own answer when one fails:
 
 1. ``GET /models``: the server is reachable, accepts the key, and serves the configured model;
 2. a one-token chat completion: the model answers at all (a wrong key or model fails here on servers
-   whose model list is open);
+   whose model list is open); a transient fault (429, 5xx, a dropped connection) is retried as any
+   request of the run is, so a busy server does not stop the run;
 3. the rendered-prompt probe (``render_probe``): where the server can render a conversation through its
    own chat template (llama.cpp server's ``/apply-template``; vLLM's and SGLang's ``/tokenize`` with
    ``messages``, then ``/detokenize``), a conversation with a canary in the system prompt, the user turn
@@ -206,19 +207,7 @@ def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[st
         }
         start = time.monotonic()
         budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
-        while True:
-            try:
-                c = client.post(
-                    f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget
-                )
-            except httpx.HTTPError as exc:
-                raise PreflightError(
-                    f"{where}: a one-token completion failed: {server_errors.connection_detail(exc, base)}"
-                ) from exc
-            # 503 while the model loads (llama.cpp's server lists it before it can answer): wait for it.
-            if c.status_code != 503 or time.monotonic() - start > budget:
-                break
-            time.sleep(1.0)
+        c = _one_token_completion(client, where, base, body, api_key, endpoint, budget)
         if c.status_code != 200:
             hint = {401: "api_key_env", 403: "api_key_env", 404: "model"}.get(
                 c.status_code, "model and extra_body"
@@ -239,6 +228,48 @@ def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[st
     if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
         raise PreflightError(why)
     return found
+
+
+def _one_token_completion(
+    client: httpx.Client,
+    where: str,
+    base: str,
+    body: dict[str, Any],
+    api_key: str,
+    endpoint: EndpointConfig,
+    budget: float,
+) -> httpx.Response:
+    """The answer to the one-token completion, after the retries a transient fault deserves: a 429, a
+    5xx or a dropped connection is retried like any request of the run (``max_retries``, the server's
+    Retry-After or our backoff), and a 503 while the model loads is waited out within ``budget``."""
+    start = time.monotonic()
+    retries = 0
+    while True:
+        try:
+            c: httpx.Response | None = client.post(
+                f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget
+            )
+            ok = c.status_code == 200
+            failure = None if ok else server_errors.detail(c.status_code, c.text, (api_key,))
+        except httpx.HTTPError as exc:
+            c, failure = None, server_errors.connection_detail(exc, base)
+        if failure is None:
+            assert c is not None
+            return c
+        transient = c is None or server_errors.classify_status(c.status_code, None, c.text) == "retry"
+        loading = c is not None and c.status_code == 503  # waited out, not counted as a retry
+        left = budget - (time.monotonic() - start)
+        if not transient or left <= 0 or (not loading and retries >= endpoint.max_retries):
+            if c is None:
+                raise PreflightError(f"{where}: a one-token completion failed: {failure}")
+            return c
+        retries += not loading
+        wait = server_errors.retry_after_s(c.headers) if c is not None else None
+        if wait is None:
+            wait = 1.0 if loading else endpoint.retry_backoff_s * 2 ** (retries - 1)
+        wait = min(wait, endpoint.retry_backoff_max_s, left)
+        log.warning("pre-flight %s: one-token completion: %s; asking again in %.1f s", where, failure, wait)
+        time.sleep(wait)
 
 
 def targets(cfg: Config) -> list[Target]:

@@ -8,9 +8,11 @@ request is a rejection of that request (a server-side validation error, such as 
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import re
+import time
 from typing import Any
 
 MAX_DETAIL = 600
@@ -98,3 +100,55 @@ class RepeatedRejection:
         same = fingerprint == self._last
         self._last = fingerprint
         return same
+
+
+# Markers of a provider's guardrail or content filter, and of a prompt longer than the context window,
+# in an error's code or message (OpenAI, Azure, vLLM, SGLang, llama.cpp and Ollama phrase them so).
+_GUARDRAIL = re.compile(
+    r"content[_ ]?(filter|policy|management)|guardrail|safety (system|policy)|flagged|moderation|"
+    r"responsible ?ai",
+    re.IGNORECASE,
+)
+_CONTEXT = re.compile(
+    r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long|"
+    r"exceeds? the (model'?s? )?(max|context)|input (is )?too long",
+    re.IGNORECASE,
+)
+
+
+def classify_status(status: int, code: str | None, message: str) -> str:
+    """'retry', an InfraFailure kind, or 'fatal' for an HTTP error response."""
+    text = f"{code or ''} {message}"
+    if status in (408, 409, 425, 429) or status >= 500:
+        # A provider may also send its content filter as a 5xx; look at the text first.
+        if _GUARDRAIL.search(text) and status != 429:
+            return "guardrail_rejection"
+        return "retry"
+    if _GUARDRAIL.search(text):
+        return "guardrail_rejection"
+    if status == 413 or _CONTEXT.search(text):
+        return "context_overflow"
+    return "fatal"
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asked us to wait (``retry-after-ms``, ``retry-after`` as seconds or a date)."""
+    if headers is None:
+        return None
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unparseable: fall back to our own backoff
+    return max(0.0, when.timestamp() - time.time())

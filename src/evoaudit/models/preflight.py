@@ -245,17 +245,15 @@ def _one_token_completion(
     start = time.monotonic()
     retries = 0
     while True:
+        c: httpx.Response | None = None
         try:
-            c: httpx.Response | None = client.post(
-                f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget
-            )
-            ok = c.status_code == 200
-            failure = None if ok else server_errors.detail(c.status_code, c.text, (api_key,))
+            c = client.post(f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget)
         except httpx.HTTPError as exc:
-            c, failure = None, server_errors.connection_detail(exc, base)
-        if failure is None:
-            assert c is not None
-            return c
+            failure = server_errors.connection_detail(exc, base)
+        else:
+            if c.status_code == 200:
+                return c
+            failure = server_errors.detail(c.status_code, c.text, (api_key,))
         transient = c is None or server_errors.classify_status(c.status_code, None, c.text) == "retry"
         loading = c is not None and c.status_code == 503  # waited out, not counted as a retry
         left = budget - (time.monotonic() - start)

@@ -9,7 +9,7 @@ measured rate over that. The last line printed is one JSON object:
     {"latency_ms": 50, "results": [{"concurrency": C, "requests_per_s": R, "ratio_to_ideal": ...}, ...]}
 
 Usage: python benchmarks/endpoint_throughput.py [--latency-ms 50] [--concurrency 1 8 32 64] [--seconds 4]
-       [--transport httpx|stream] [--realistic]   (realistic: 1 s per completion at concurrency 256)
+       [--realistic]   (realistic: 1 s per completion at concurrency 256)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 GOALS = [f"injection_task_{i}" for i in range(9)]
 
 
-def _config(base_url: str | None, concurrency: int, transport: str = "httpx"):
+def _config(base_url: str | None, concurrency: int):
     from evoaudit import config as config_mod
 
     executor = {"backend": "sim"}
@@ -38,7 +38,6 @@ def _config(base_url: str | None, concurrency: int, transport: str = "httpx"):
             "concurrency": concurrency,
             "cache": False,
             "timeout_s": 30,
-            "transport": transport,
         }
     return config_mod.from_dict({"suite": {"goals": GOALS}, "executor": executor})
 
@@ -65,7 +64,7 @@ def _cpu_s(pid: int) -> float:
 
 
 async def _measure(
-    base_url: str, concurrency: int, seconds: float, server_pid: int, transport: str, latency_s: float
+    base_url: str, concurrency: int, seconds: float, server_pid: int, latency_s: float
 ) -> dict:
     from evoaudit.agent.loop import run_instance
     from evoaudit.evaluate.runner import episode_seed, plan_episodes
@@ -73,7 +72,7 @@ async def _measure(
     from evoaudit.models.testing import official_instances
     from evoaudit.suite.registry import get_suite
 
-    cfg = _config(base_url, concurrency, transport)
+    cfg = _config(base_url, concurrency)
     backend = OpenAIBackend(cfg.executor)
     instances = official_instances()
     suite = get_suite("banking")
@@ -138,7 +137,6 @@ async def _measure(
     server_ms = (server1 - server0) / max(requests, 1) * 1000
     return {
         "concurrency": concurrency,
-        "transport": transport,
         "requests_per_s": round(rate, 2),
         "failures": failures,
         "client_cpu_ms_per_request": round(client_ms, 3),
@@ -160,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--seconds", type=float, default=4.0, help="timed window per concurrency")
-    ap.add_argument("--transport", choices=["httpx", "stream"], default="httpx", help="executor.transport")
     ap.add_argument(
         "--realistic",
         action="store_true",
@@ -202,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             results = []
             latency_s = args.latency_ms / 1000
             for c in args.concurrency:
-                r = asyncio.run(_measure(base_url, c, args.seconds, server.pid, args.transport, latency_s))
+                r = asyncio.run(_measure(base_url, c, args.seconds, server.pid, latency_s))
                 r["ratio_to_ideal"] = round(r["requests_per_s"] * latency_s / c, 3)
                 print(
                     f"concurrency {c:3d}: {r['requests_per_s']:8.1f} requests/s, ratio {r['ratio_to_ideal']}",

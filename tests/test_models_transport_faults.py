@@ -1,5 +1,5 @@
 """The fault suite: each transport and answer fault of a loopback endpoint, through the openai backend's
-HTTP path (the default httpx client and the opt-in stream transport), ends classified right, with every
+HTTP path (the openai client's httpx client, one pool or several), ends classified right, with every
 POST the server received being an attempt the backend counted (none silently repeated), and no rollout
 lost or recorded twice."""
 
@@ -16,15 +16,14 @@ from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.jsonl import read_records
 from evoaudit.models.base import ChatRequest, InfraFailure
 from evoaudit.models.http import Reply, Request, ServerThread
-from evoaudit.models.http_client import TransportConfigError, make_http_client
+from evoaudit.models.http_client import make_http_client
 from evoaudit.models.openai_backend import OpenAIBackend
 from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.models.testing import FaultHandler, official_instances
 from evoaudit.records import Message, Rollout
 
-# The default client with one httpx pool, the same sharded (more than POOL_SHARD connections), and the
-# opt-in stream transport.
-TRANSPORTS = ("httpx", "httpx-sharded", "stream")
+# The client with one httpx pool, and the same sharded (more than POOL_SHARD connections).
+TRANSPORTS = ("httpx", "httpx-sharded")
 GOALS = ["injection_task_0"]
 
 
@@ -39,7 +38,6 @@ def _cfg(tmp_path: Path, base_url: str, transport: str, **executor) -> config_mo
         "cache": False,
         "cache_path": str(tmp_path / "cache.sqlite"),
         "concurrency": 64 if transport == "httpx-sharded" else 4,
-        "transport": transport.removesuffix("-sharded"),
     }
     raw = {"executor": ep | executor, "suite": {"goals": GOALS}, "agent": {"max_steps": 8}}
     return config_mod.from_dict(raw)
@@ -161,18 +159,6 @@ def test_a_run_through_faults_loses_no_rollout_and_records_none_twice(tmp_path, 
     # on a connection the server closed that same instant never reaches the handler (a counted retry).
     assert len(handler.seen) <= backend.attempts
     assert sum(f.fault != "ok" for f in handler.seen) > 0
-
-
-def test_the_stream_transport_refuses_https_and_proxied_endpoints(tmp_path, monkeypatch):
-    cfg = _cfg(tmp_path, "https://api.example.org/v1", "stream")
-    with pytest.raises(TransportConfigError, match="plain http"):
-        make_http_client(cfg.executor)
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    cfg = _cfg(tmp_path, "http://10.1.2.3:8000/v1", "stream")
-    with pytest.raises(TransportConfigError, match="proxies"):
-        make_http_client(cfg.executor)
 
 
 def test_the_default_client_sizes_its_pool_from_concurrency(tmp_path):

@@ -339,7 +339,7 @@ class EndpointConfig(_Model):
     cache: bool
     cache_path: str
     wire: WireConfig
-    transport: Literal["httpx", "stream"] = "httpx"
+    transport: Literal["httpx"] = "httpx"
     keepalive_expiry_s: float = 5.0
 
 

@@ -100,8 +100,7 @@ def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, 
                 "base_url": ep.base_url,
                 "max_tokens_per_response": ep.max_tokens,
                 "temperature": ep.temperature,
-                # The httpx transport sends one non-streaming request per step; "stream" reads a stream.
-                "streaming": ep.transport == "stream",
+                "streaming": False,  # one non-streaming request per step
                 "concurrency": ep.concurrency,
                 "max_retries": ep.max_retries,
                 "request_timeout_s": ep.timeout_s,

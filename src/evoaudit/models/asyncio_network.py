@@ -25,7 +25,7 @@ import ssl
 from collections.abc import Iterable
 from typing import Any
 
-from evoaudit.models.transport import http_core
+from evoaudit.models.http_library import http_core
 
 HIGH_WATER = 1024 * 1024  # unread bytes buffered per connection before reading pauses
 

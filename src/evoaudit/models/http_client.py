@@ -1,6 +1,6 @@
 """The HTTP client under the openai backend.
 
-By default it is the openai client's own httpx client, with the connection pool sized from the
+It is the openai client's own httpx client, with the connection pool sized from the
 endpoint's ``concurrency`` (a smaller pool would queue requests inside httpx where no timeout of ours
 sees them), idle keep-alive connections expired after ``keepalive_expiry_s`` (a server that closes idle
 connections first is then never asked to reuse one), and the environment honoured: ``HTTP(S)_PROXY``,
@@ -9,9 +9,6 @@ connections the pool is split into several httpx pools (``ShardedTransport``). E
 run on asyncio's own transports (``models.asyncio_network``); a proxied endpoint keeps httpx's client
 whole. httpcore checks a pooled connection before reusing it and never resends a request the server may
 have read; every resend is the backend's own, classified and logged attempt.
-
-``transport: stream`` selects the lean plain-http transport of ``models.transport`` instead; it ignores
-proxies and TLS, so it refuses https endpoints and any endpoint a proxy variable would route.
 """
 
 from __future__ import annotations
@@ -26,17 +23,11 @@ import openai
 
 from evoaudit.config import EndpointConfig
 from evoaudit.credentials import split_credentials
-from evoaudit.errors import AuditError
 from evoaudit.models.asyncio_network import AsyncioBackend
-from evoaudit.models.server_errors import redact
-from evoaudit.models.transport import http_library
+from evoaudit.models.http_library import http_library
 
 log = logging.getLogger(__name__)
 _HTTP = http_library()  # httpx, or the successor the installed openai client is built on
-
-
-class TransportConfigError(AuditError):
-    """The endpoint's transport setting cannot serve its base_url."""
 
 
 def pool_limits(endpoint: EndpointConfig) -> Any:
@@ -106,22 +97,6 @@ def make_http_client(endpoint: EndpointConfig) -> Any:
     limits = pool_limits(endpoint)
     _, credentials = split_credentials(str(endpoint.base_url))
     auth = _HTTP.BasicAuth(*credentials) if credentials else None
-    if endpoint.transport == "stream":
-        url = str(endpoint.base_url)
-        if urlsplit(url).scheme != "http":
-            raise TransportConfigError(
-                f"executor/optimizer transport: stream serves plain http only, not {redact(url)}; "
-                "set transport: httpx"
-            )
-        if _proxied(url):
-            raise TransportConfigError(
-                f"executor/optimizer transport: stream does not go through proxies, but the environment "
-                f"routes {redact(url)} through one; set transport: httpx or add the host to NO_PROXY"
-            )
-        from evoaudit.models.transport import StreamTransport
-
-        transport = StreamTransport(endpoint.concurrency, endpoint.keepalive_expiry_s)
-        return openai.DefaultAsyncHttpxClient(transport=transport, limits=limits, auth=auth)
     # httpx mounts the environment's proxies only when it builds its own transport: a proxied endpoint
     # keeps httpx's client whole (a remote endpoint, where the client's own cost does not matter).
     if _proxied(str(endpoint.base_url)):

@@ -16,9 +16,9 @@ What the backend guarantees, in the order a request meets it:
 The endpoint fingerprint (served model ids from ``/models``, server version where offered, base URL,
 sampling) is fetched once, before the first live request. It never contains the API key.
 
-Requests go through the client's low-level ``post`` with the body exactly as built here, and over the
-lean transport of ``models.transport`` for plain-http endpoints: the typed parameter transform and the
-default transport each cost more per request than a local endpoint at high concurrency leaves.
+Requests go through the client's low-level ``post`` with the body exactly as built here (the typed
+parameter transform costs more per request than a local endpoint at high concurrency leaves), over the
+HTTP client of ``models.http_client``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """The HTTP client under the openai backend.
 
-It is the openai client's own httpx client, with the connection pool sized from the
-endpoint's ``concurrency`` (a smaller pool would queue requests inside httpx where no timeout of ours
-sees them), idle keep-alive connections expired after ``keepalive_expiry_s`` (a server that closes idle
-connections first is then never asked to reuse one), and the environment honoured: ``HTTP(S)_PROXY``,
-``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` (httpx's ``trust_env``). Above ``POOL_SHARD``
-connections the pool is split into several httpx pools (``ShardedTransport``). Each pool's connections
-run on asyncio's own transports (``models.asyncio_network``); a proxied endpoint keeps httpx's client
-whole. httpcore checks a pooled connection before reusing it and never resends a request the server may
-have read; every resend is the backend's own, classified and logged attempt.
+It is the openai client's own httpx client, with the connection pool sized from the endpoint's
+``concurrency`` (a smaller pool would queue requests inside httpx where no timeout of ours sees them),
+idle keep-alive connections expired after ``keepalive_expiry_s`` (a server that closes idle connections
+first is then never asked to reuse one), and the environment honoured: ``HTTP(S)_PROXY``, ``NO_PROXY``,
+``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` (httpx's ``trust_env``). Above ``POOL_SHARD`` connections the
+pool is split into several httpx pools (``ShardedTransport``). Each pool's connections run on asyncio's
+own transports (``models.asyncio_network``); a proxied endpoint keeps httpx's client whole. httpcore
+checks a pooled connection before reusing it and never resends a request the server may have read; every
+resend is the backend's own, classified and logged attempt.
 """
 
 from __future__ import annotations

@@ -80,10 +80,16 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def test_an_https_endpoint_is_served_over_tls_with_the_ca_the_environment_names(tmp_path, monkeypatch):
+def _tls_endpoint(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
+    """A self-signed certificate, and the server's TLS context that presents it."""
     cert, key = _self_signed(tmp_path)
     server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_tls.load_cert_chain(cert, key)
+    return cert, server_tls
+
+
+def test_an_https_endpoint_is_served_over_tls_with_the_ca_the_environment_names(tmp_path, monkeypatch):
+    cert, server_tls = _tls_endpoint(tmp_path)
     handler = FaultHandler()
     with ServerThread(handler, tls=server_tls) as server:
         assert server.base_url.startswith("https://")
@@ -102,9 +108,7 @@ def test_an_https_endpoint_is_served_over_tls_with_the_ca_the_environment_names(
 
 
 def test_an_untrusted_certificate_is_a_connection_failure_not_an_answer(tmp_path, monkeypatch):
-    cert, key = _self_signed(tmp_path)
-    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_tls.load_cert_chain(cert, key)
+    cert, server_tls = _tls_endpoint(tmp_path)
     handler = FaultHandler()
     with ServerThread(handler, tls=server_tls) as server:
         monkeypatch.delenv("SSL_CERT_FILE", raising=False)

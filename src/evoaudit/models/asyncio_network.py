@@ -210,6 +210,23 @@ class AsyncioStream:
         return None
 
 
+async def _connect(
+    opening: Any, where: str, timeout: float | None, options: Iterable[Any] | None
+) -> AsyncioStream:
+    """Open a connection (``opening`` is the loop's create_* coroutine) with httpcore's errors."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, protocol = await opening
+    except TimeoutError as exc:
+        raise http_core().ConnectTimeout(str(exc) or f"no connection to {where} in time") from exc
+    except OSError as exc:
+        raise http_core().ConnectError(f"{type(exc).__name__}: {exc}") from exc
+    sock: socket.socket = transport.get_extra_info("socket")
+    for option in options or ():  # asyncio already sets TCP_NODELAY
+        sock.setsockopt(*option)
+    return AsyncioStream(transport, protocol)
+
+
 class AsyncioBackend:
     """httpcore's ``AsyncNetworkBackend`` interface on asyncio's loop."""
 
@@ -221,35 +238,15 @@ class AsyncioBackend:
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncioStream:
-        loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(_Protocol, host, port, local_addr=local)
-        except TimeoutError as exc:
-            raise http_core().ConnectTimeout(str(exc) or f"no connection to {host}:{port} in time") from exc
-        except OSError as exc:
-            raise http_core().ConnectError(f"{type(exc).__name__}: {exc}") from exc
-        sock = transport.get_extra_info("socket")
-        for option in socket_options or ():  # asyncio already sets TCP_NODELAY
-            sock.setsockopt(*option)
-        return AsyncioStream(transport, protocol)
+        opening = asyncio.get_running_loop().create_connection(_Protocol, host, port, local_addr=local)
+        return await _connect(opening, f"{host}:{port}", timeout, socket_options)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> AsyncioStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_unix_connection(_Protocol, path)
-        except TimeoutError as exc:
-            raise http_core().ConnectTimeout(str(exc) or f"no connection to {path} in time") from exc
-        except OSError as exc:
-            raise http_core().ConnectError(f"{type(exc).__name__}: {exc}") from exc
-        sock: socket.socket = transport.get_extra_info("socket")
-        for option in socket_options or ():
-            sock.setsockopt(*option)
-        return AsyncioStream(transport, protocol)
+        opening = asyncio.get_running_loop().create_unix_connection(_Protocol, path)
+        return await _connect(opening, path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

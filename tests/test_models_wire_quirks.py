@@ -15,7 +15,7 @@ import pytest
 from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models import openai_backend, preflight
-from evoaudit.models.http import ServerThread
+from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend
 from evoaudit.models.quirks import QUIRKS, QuirkHandler
 from evoaudit.models.server_errors import detail, redact
@@ -155,6 +155,45 @@ def test_calls_left_as_text_are_textual_actions_and_parsed_only_when_asked(tmp_p
     assert _tool_round_trip(handler)
 
 
+class _JsonLinesModel:
+    """Answers as Qwen2.5-Coder-0.5B on llama-server --jinja was seen to: its first call as a bare JSON
+    object in the content, its next two as JSON objects on separate lines, then a final answer."""
+
+    model = "quirk-model"
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+
+    async def __call__(self, req):
+        if req.method == "GET":
+            return Reply.json({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        if req.path.rstrip("/") != "/v1/chat/completions":
+            return Reply.error(404, f"no route {req.path}", "not_found")
+        body = req.json()
+        self.bodies.append(body)
+        results = sum(m["role"] == "tool" for m in body["messages"])
+        recent = json.dumps({"name": "get_most_recent_transactions", "arguments": {"n": 10}})
+        balance = json.dumps({"name": "get_balance", "arguments": {}})
+        content = {0: recent, 1: f"{balance}\n{recent}"}.get(results, "Your balance is fine.")
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        return Reply.json({"id": f"c{len(self.bodies)}", "object": "chat.completion", "choices": [choice]})
+
+
+def test_calls_written_as_json_lines_after_a_first_call_are_all_executed_when_parsed(tmp_path):
+    rollout = _episode(tmp_path, _JsonLinesModel())
+    assert not rollout.calls and rollout.outcome.textual_action  # parsing off: nothing runs
+    rollout = _episode(tmp_path, _JsonLinesModel(), wire={"parse_text_tool_calls": True})
+    assert [c.function for c in rollout.calls] == [
+        "get_most_recent_transactions",
+        "get_balance",
+        "get_most_recent_transactions",
+    ]
+    assert rollout.final_output == "Your balance is fine."
+    ids = [tc.id for m in rollout.messages for tc in m.tool_calls]
+    assert ids == ["call_2_0", "call_4_0", "call_4_1"]
+    assert [m.tool_call_id for m in rollout.messages if m.role == "tool"] == ids
+
+
 def test_text_calls_of_unknown_tools_or_plain_prose_are_not_calls():
     known = {"send_money"}
     assert find_text_calls('{"name": "rm_rf", "parameters": {}}', known) is None
@@ -239,7 +278,9 @@ def test_preflight_rides_out_transient_faults_of_its_one_token_completion(tmp_pa
     handler = FaultHandler(["rate_limit", "server_error", "mid_body_disconnect"], retry_after_s=0.01)
     with ServerThread(handler) as srv:
         found = preflight.check(_cfg(tmp_path, srv.base_url, model=handler.model))["executor"]
-    assert [s.fault for s in handler.seen] == ["rate_limit", "server_error", "mid_body_disconnect", "ok"]
+    faults = [s.fault for s in handler.seen]
+    assert faults == ["rate_limit", "server_error", "mid_body_disconnect", "ok", "ok"]
+    assert [bool(s.body.get("tools")) for s in handler.seen] == [False] * 4 + [True]  # then the tool probe
     assert found["served_models"] == [handler.model]
 
 

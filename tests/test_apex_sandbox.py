@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from evoaudit.suite.apex import docs, tools
+from evoaudit import config
+from evoaudit.evaluate import apex_shard
+from evoaudit.suite.apex import docs, isolation, tools
 from evoaudit.suite.apex.sandbox import available_sandbox, sandbox_works
-from evoaudit.suite.apex.workspace import Workspace
+from evoaudit.suite.apex.workspace import Settings, Workspace
 
 needs_sandbox = pytest.mark.skipif(
     available_sandbox() == "none", reason="neither bubblewrap nor unshare works here"
@@ -67,7 +71,7 @@ def test_program_opening_a_socket_fails(kind):
 def test_fake_home_and_allowlisted_environment():
     ws = _ws()
     out, _ = tools.call_tool(ws, "run_command", {"command": "echo HOME=$HOME; env | sort"})
-    assert "HOME=/home/user" in out or "HOME=/tmp/apex-run-" in out
+    assert "HOME=/home/user" in out
     assert "VIRTUAL_ENV" not in out and "PYTEST" not in out
 
 
@@ -78,7 +82,7 @@ def test_refuses_without_a_sandbox_unless_allowed():
     assert err and "allow_unsandboxed" in err
     ws.settings.allow_unsandboxed = True
     out, err = tools.call_tool(ws, "run_command", {"command": "echo hi"})
-    assert err is None and "hi" in out and "sandbox: none" in out
+    assert err is None and out.startswith("[exit code 0]\n") and "hi" in out
 
 
 @needs_sandbox
@@ -94,3 +98,33 @@ def test_symlinks_made_by_a_program_do_not_copy_host_files_back():
     ws = _ws()
     out, _ = tools.call_tool(ws, "run_command", {"command": "ln -s /etc/hostname leak.txt && echo made"})
     assert "made" in out and "leak.txt" not in ws.files
+
+
+def test_auto_never_falls_back_to_the_weak_backend(monkeypatch):
+    monkeypatch.setattr(isolation, "probe", lambda kind: (kind != "bwrap", "no user namespaces"))
+    ws = _ws()
+    out, err = tools.call_tool(ws, "run_command", {"command": "echo ran"})
+    assert err and "apt-get install -y bubblewrap" in err and "suite.apex.sandbox: unshare" in err
+    assert "ran" not in out
+
+
+def test_require_sandbox_names_the_install_command_and_the_weak_alternative(monkeypatch):
+    monkeypatch.setattr(isolation, "probe", lambda kind: (False, "`bwrap` is not installed"))
+    with pytest.raises(isolation.SandboxUnavailableError) as exc:
+        isolation.require_sandbox(Settings(sandbox="auto"))
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert f"`{sudo}apt-get install -y bubblewrap`" in str(exc.value)
+    assert "suite.apex.sandbox: unshare" in str(exc.value) and "weak isolation" in str(exc.value)
+    with pytest.raises(isolation.SandboxUnavailableError, match="allow_unsandboxed"):
+        isolation.require_sandbox(Settings(sandbox="none"))
+
+
+@pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
+def test_status_of_the_configured_sandbox_goes_into_the_run_manifest():
+    cfg = config.from_dict({})
+    info = apex_shard.sandbox_info(cfg)
+    assert (info["kind"], info["isolation"], info["available"]) == ("bwrap", "strong", True)
+    assert info["version"].startswith("bubblewrap") and "--cap-drop" in info["flags"]
+    assert info["limits"]["max_processes"] == cfg.suite.apex.run_limits.max_processes
+    weak = apex_shard.sandbox_info(config.from_dict({"suite": {"apex": {"sandbox": "unshare"}}}))
+    assert (weak["kind"], weak["isolation"]) == ("unshare", "weak")

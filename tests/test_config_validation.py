@@ -68,3 +68,96 @@ def test_cli_reports_config_errors_with_exit_code_2(tmp_path, capsys):
     path.write_text("seed: -1\n")
     assert main(["validate-config", "--config", str(path)]) == 2
     assert "seed: -1 is less than the minimum of 0" in capsys.readouterr().err
+
+
+# --- input limits -----------------------------------------------------------------------------------------
+
+
+def _laughs(levels: int) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join([*lines, f"lineages: *a{levels}"]) + "\n"
+
+
+def test_a_billion_laughs_file_is_refused_while_it_is_parsed(tmp_path):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(_laughs(9))
+    with pytest.raises(ConfigError, match=r"laughs.yaml: more than 16 YAML aliases.*alias uses are allowed"):
+        config_mod.load(path)
+
+
+def test_a_few_yaml_anchors_still_load(tmp_path):
+    path = tmp_path / "anchors.yaml"
+    path.write_text("lineages: &ls [A, B]\ntransfer: {lineages: *ls}\n")
+    assert config_mod.load(path).transfer.lineages == ("A", "B")
+
+
+def test_aliases_expanding_past_the_node_budget_are_refused_in_a_mapping_too():
+    # What Snakemake hands over after its own parse: one list shared eleven levels deep.
+    node: list = ["lol"] * 4
+    for _ in range(11):
+        node = [node] * 4
+    with pytest.raises(ConfigError, match=r"more than 100000 values \(YAML aliases expanded\)"):
+        config_mod.from_dict({"lineages": node})
+
+
+def test_a_config_file_over_one_mebibyte_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("lineages: [" + ", ".join(f"L{i}" for i in range(200_000)) + "]\n")
+    with pytest.raises(
+        ConfigError, match=r"big.yaml: \d+ bytes; a configuration file may have at most 1048576"
+    ):
+        config_mod.load(path)
+
+
+def test_a_long_list_is_refused_naming_the_field():
+    with pytest.raises(ConfigError, match=r"transfer.goals: a list of 20000 items; at most 10000"):
+        config_mod.from_dict({"transfer": {"goals": ["injection_task_0"] * 20_000}})
+    with pytest.raises(ConfigError, match=r"lineages: .* is too long; required: maxItems 256"):
+        config_mod.from_dict({"lineages": [f"L{i}" for i in range(257)]})
+
+
+def test_invalid_utf8_is_refused_naming_the_file_and_offset(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"seed: 1\nlineages: [L\xff1]\n")
+    with pytest.raises(ConfigError, match=r"latin1.yaml: not UTF-8 text \(invalid byte 0xff at offset 20\)"):
+        config_mod.load(path)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"executor": {"backend": "openai", "base_url": "gopher://127.0.0.1:70/"}}, "executor.base_url"),
+        ({"optimizer": {"base_url": "file:///etc/passwd"}}, "optimizer.base_url"),
+        ({"transfer": {"executor": {"base_url": "http:///v1"}}}, "transfer.executor.base_url"),
+        ({"suite": {"apex": {"attacker": {"base_url": "ftp://h/v1"}}}}, "suite.apex.attacker.base_url"),
+        (
+            {"apex": {"models": [{"id": "m", "executor": {"backend": "openai", "base_url": "gopher://h"}}]}},
+            "apex.models.0.executor.base_url",
+        ),
+        (
+            {"methods_params": {"reasoningbank": {"embedder": {"base_url": "unix:/run/s.sock"}}}},
+            "methods_params.reasoningbank.embedder.base_url",
+        ),
+    ],
+)
+def test_a_base_url_that_is_not_http_is_refused_naming_the_field(raw, field):
+    with pytest.raises(ConfigError, match=rf"{field}: .* is not an http:// or https:// URL with a host"):
+        config_mod.from_dict(raw)
+
+
+def test_a_refused_base_url_does_not_echo_its_credentials():
+    with pytest.raises(ConfigError) as err:
+        config_mod.from_dict({"executor": {"base_url": "gopher://user:s3cret@h/"}})
+    assert "s3cret" not in str(err.value) and "REDACTED@h/" in str(err.value)
+
+
+def test_the_shipped_config_and_every_example_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "config"
+    paths = [root / "config.yaml", *sorted((root / "examples").glob("*.yaml"))]
+    assert len(paths) > 1
+    for path in paths:
+        config_mod.load(path)

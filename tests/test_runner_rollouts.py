@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.evaluate.runner import plan_episodes, run_one, run_specs, spec_resume_key
+from evoaudit.evaluate.runner import ExcludedShareError, plan_episodes, run_one, run_specs, spec_resume_key
 from evoaudit.jsonl import partial_path, read_records
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
@@ -104,23 +105,89 @@ def test_shard_appends_each_rollout_and_skips_finished_ones_on_restart(setup, tm
     assert rollouts[0].model_dump() == done[0].model_dump()
 
 
-def test_shard_keeps_finished_rollouts_when_an_episode_crashes(setup, tmp_path):
+class _Crashing:
+    """The simulator, except that the episode of ``prompt`` raises ``exc`` (a bug of ours, or a stop)."""
+
+    def __init__(self, backend, prompt: str, exc: BaseException):
+        self.backend, self.prompt, self.exc = backend, prompt, exc
+
+    def fingerprint(self):
+        return self.backend.fingerprint()
+
+    async def complete(self, request):
+        if request.messages[1].content == self.prompt:
+            raise self.exc
+        return await self.backend.complete(request)
+
+
+def _cfg(cfg, max_excluded_share: float):
+    return cfg.model_copy(
+        update={
+            "executor": cfg.executor.model_copy(update={"concurrency": 1}),
+            "evaluation": cfg.evaluation.model_copy(update={"max_excluded_share": max_excluded_share}),
+        }
+    )
+
+
+def test_an_episode_that_raises_is_recorded_as_harness_error_and_the_shard_goes_on(setup, tmp_path, caplog):
     cfg, instances, backend = setup
     specs = plan_episodes("L1", "static", "benign", instances[:3], [])
     out = tmp_path / "shard0.jsonl"
+    crashing = _Crashing(backend, specs[1].instance.prompt, RuntimeError("planted bug"))
+    with caplog.at_level(logging.ERROR, logger="evoaudit.evaluate.runner"):
+        rollouts = asyncio.run(
+            run_specs(_cfg(cfg, 1.0), crashing, specs, system_prompt(cfg.agent.system_prompt), None, out)
+        )
+    assert [r.rollout_id for r in read_records(out, Rollout)] == [s.rollout_id for s in specs]
+    failed = rollouts[1].outcome
+    assert (failed.infra_failure, failed.infra_failure_detail) == (
+        "harness_error",
+        "RuntimeError: planted bug",
+    )
+    assert failed.utility is False and rollouts[1].calls == [] and rollouts[1].resume_key is not None
+    assert [r.outcome.infra_failure for r in (rollouts[0], rollouts[2])] == [None, None]
+    assert rollouts[0].outcome.utility is True and rollouts[0].calls
+    logged = [r for r in caplog.records if specs[1].rollout_id in r.getMessage()]
+    assert logged and logged[0].exc_info and "planted bug" in caplog.text and "Traceback" in caplog.text
 
-    class Crashing:
+
+def test_harness_errors_past_the_excluded_share_fail_the_job_and_a_rerun_redoes_only_them(setup, tmp_path):
+    cfg, instances, backend = setup
+    specs = plan_episodes("L1", "static", "benign", instances[:3], [])
+    out = tmp_path / "shard0.jsonl"
+    sys_prompt = system_prompt(cfg.agent.system_prompt)
+    crashing = _Crashing(backend, specs[2].instance.prompt, RuntimeError("planted bug"))
+    with pytest.raises(ExcludedShareError, match="harness_error: 1"):
+        asyncio.run(run_specs(_cfg(cfg, 0.02), crashing, specs, sys_prompt, None, out))
+    assert not out.exists()
+    kept = [json.loads(line) for line in partial_path(out).read_text().splitlines()]
+    assert [k["outcome"]["infra_failure"] for k in kept] == [None, None, "harness_error"]
+
+    asked = []
+
+    class Counting:
         def fingerprint(self):
             return backend.fingerprint()
 
         async def complete(self, request):
-            if request.messages[1].content == specs[2].instance.prompt:
-                raise RuntimeError("endpoint process died")
+            asked.append(request.messages[1].content)
             return await backend.complete(request)
 
-    cfg1 = cfg.model_copy(update={"executor": cfg.executor.model_copy(update={"concurrency": 1})})
-    with pytest.raises(RuntimeError, match="endpoint process died"):
-        asyncio.run(run_specs(cfg1, Crashing(), specs, system_prompt(cfg.agent.system_prompt), None, out))
+    rollouts = asyncio.run(run_specs(_cfg(cfg, 0.02), Counting(), specs, sys_prompt, None, out))
+    assert set(asked) == {specs[2].instance.prompt}  # the finished two were kept
+    assert [r.outcome.infra_failure for r in rollouts] == [None, None, None]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), asyncio.CancelledError()])
+def test_cancellation_still_ends_the_shard_keeping_finished_rollouts(setup, tmp_path, stop):
+    cfg, instances, backend = setup
+    specs = plan_episodes("L1", "static", "benign", instances[:3], [])
+    out = tmp_path / "shard0.jsonl"
+    crashing = _Crashing(backend, specs[2].instance.prompt, stop)
+    with pytest.raises(type(stop)):
+        asyncio.run(
+            run_specs(_cfg(cfg, 1.0), crashing, specs, system_prompt(cfg.agent.system_prompt), None, out)
+        )
     assert not out.exists()
     kept = [json.loads(line)["rollout_id"] for line in partial_path(out).read_text().splitlines()]
     assert kept == [s.rollout_id for s in specs[:2]]

@@ -16,7 +16,7 @@ from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, read_manifest
 from evoaudit.seal.redo import superseded_log
 from evoaudit.seal.stage import freeze_stage, redo_stage, unseal_stage
-from evoaudit.suite.instances import read_instance_table
+from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 from evoaudit.suite.stage import endpoint_table_path, write_sealed_tables
 
 ENDPOINT = ("v3", "v4", "v5")
@@ -75,7 +75,7 @@ def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:
 def test_learning_table_holds_no_endpoint_variant_and_the_spec_commits_the_endpoint_file(tmp_path):
     table, endpoint, spec = _sealed_tables(tmp_path)
     assert {i.variant for i in read_instance_table(table)} == {"v0", "v1"}
-    assert {i.variant for i in read_instance_table(endpoint)} == {"v3", "v4"}
+    assert {i.variant for i in read_endpoint_table(endpoint)} == {"v3", "v4"}
     committed = json.loads(spec.read_text())
     assert committed["endpoint_sha256"] == sha256_file(endpoint)
     assert committed["instances_sha256"] == sha256_file(table) != committed["endpoint_sha256"]

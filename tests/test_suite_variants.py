@@ -13,7 +13,7 @@ from evoaudit.records import Call
 from evoaudit.suite import banking
 from evoaudit.suite.checks import check_predicate, check_utility, stated_amounts
 from evoaudit.suite.families import EXCLUDED, FAMILIES, VARIANTS, Fixture, FixtureError
-from evoaudit.suite.instances import build_instances, read_instance_table
+from evoaudit.suite.instances import build_instances, read_endpoint_table, read_instance_table
 from evoaudit.suite.probes import run_plan, utility_probes
 from evoaudit.suite.stage import (
     SuiteSpecError,
@@ -222,7 +222,7 @@ def test_instances_stage_writes_a_hashed_spec_and_the_table_is_verified(tmp_path
     # Learning variants in the table; the sealed endpoint variants in their own file, committed by hash.
     assert {i.variant for i in read_instance_table(table)} == {"v0", "v1", "v2"}
     endpoint = endpoint_table_path(table)
-    assert len(read_instance_table(endpoint)) == 3 * len(FAMILIES)
+    assert len(read_endpoint_table(endpoint)) == 3 * len(FAMILIES)  # the guard's reader
     assert spec["endpoint_sha256"] == sha256_file(endpoint)
     assert verify_table(table, spec_path)["instances_sha256"] == spec["instances_sha256"]
     table.write_bytes(table.read_bytes() + b"x")

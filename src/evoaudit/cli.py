@@ -144,7 +144,21 @@ def cmd_evaluate(args):
 def cmd_replay(args):
     from evoaudit.replay.stage import replay_stage
 
-    report = replay_stage(_cfg(args), Path(args.rollouts), Path(args.table), Path(args.out), args.on_mismatch)
+    seal = {}
+    if args.spec or args.manifest or args.event:
+        # The sealed endpoint file opens only through the seal: all three, or the replay refuses it.
+        missing = [f"--{n}" for n in ("spec", "manifest", "event") if not getattr(args, n)]
+        if missing:
+            raise AuditError(f"evoaudit replay: {', '.join(missing)} needed with the other seal options")
+        seal = {
+            "spec": Path(args.spec),
+            "manifest": Path(args.manifest),
+            "event": Path(args.event),
+            "results_dir": Path(args.results),
+        }
+    report = replay_stage(
+        _cfg(args), Path(args.rollouts), Path(args.table), Path(args.out), args.on_mismatch, **seal
+    )
     print(f"replayed {report['replayed']} rollouts, {report['mismatched_rollouts']} mismatched")
 
 
@@ -346,6 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("--rollouts", "--table", "--out"):
         sp.add_argument(a, required=True)
     sp.add_argument("--on-mismatch", choices=["fail", "record"], default="fail")
+    # The endpoint file (results/suite/endpoint.parquet) is sealed: it is read only with all three.
+    sp.add_argument("--spec", help="suite spec committing the endpoint file's sha256 (sealed tables)")
+    sp.add_argument("--manifest", help="freeze manifest the unseal event names (sealed tables)")
+    sp.add_argument("--event", help="unseal event for that manifest (sealed tables)")
+    sp.add_argument("--results", default="results", help="results directory the manifest's paths are under")
 
     sp = add("plan", cmd_plan, "print rollouts, model requests and tokens per stage; fail over budget")
     sp.add_argument(

@@ -13,6 +13,7 @@ import json
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import jsonschema
 import yaml
@@ -52,18 +53,61 @@ def _describe(error: jsonschema.ValidationError) -> str:
     sch = error.schema if isinstance(error.schema, dict) else {}
     if "enum" in sch:
         allowed = f"; allowed: {', '.join(map(str, sch['enum']))}"
-    elif error.validator in ("minimum", "maximum", "exclusiveMinimum", "pattern", "type", "minItems"):
+    elif error.validator in (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "pattern",
+        "type",
+        "minItems",
+        "maxItems",
+    ):
         allowed = f"; required: {error.validator} {error.validator_value}"
     elif error.validator == "additionalProperties":
         allowed = f"; allowed keys: {', '.join(sorted(sch.get('properties', {})))}"
     return f"{field}: {error.message}{allowed}"
 
 
+# Input limits, checked before anything walks the document: a configuration is a few kilobytes, and
+# validation, hashing and dumping all walk it node by node (shared YAML aliases counted once per use).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_ALIASES = 16
+MAX_NODES = 100_000
+MAX_LIST_ITEMS = 10_000
+MAX_DEPTH = 32
+
+
+def _check_shape(data: Any, source: str) -> None:
+    """Refuse a document too large to validate: too many nodes (aliases expanded), too long a list or too
+    deep a nesting. Stops at the first limit, so it never walks more than ``MAX_NODES`` nodes."""
+    stack: list[tuple[Any, str, int]] = [(data, "(top level)", 0)]
+    nodes = 0
+    while stack:
+        node, where, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ConfigError(
+                f"{source}: the configuration has more than {MAX_NODES} values (YAML aliases expanded); "
+                "a configuration is a few hundred - remove the repeated or generated content"
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{source}: {where}: nested more than {MAX_DEPTH} levels deep; flatten it")
+        if isinstance(node, dict):
+            stack.extend((v, f"{k}" if depth == 0 else f"{where}.{k}", depth + 1) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            if len(node) > MAX_LIST_ITEMS:
+                raise ConfigError(
+                    f"{source}: {where}: a list of {len(node)} items; at most {MAX_LIST_ITEMS} are allowed"
+                )
+            stack.extend((v, f"{where}.{i}", depth + 1) for i, v in enumerate(node))
+
+
 def validate(raw: dict[str, Any], source: str = "config") -> dict[str, Any]:
     """Fill defaults into a copy of ``raw`` and validate it; raise ConfigError naming every bad field."""
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping, got {type(raw).__name__}")
+    _check_shape(raw, source)
     data = copy.deepcopy(raw) if raw is not None else {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the configuration must be a mapping, got {type(data).__name__}")
     # Two passes: the first fills defaults, the second reports errors against the completed document.
     for _ in list(_Validator(schema()).iter_errors(data)):
         pass
@@ -104,6 +148,7 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
                 "draws each episode from the request's seed); remove the key or set it to true"
             )
     _check_credentials(data, source, "")
+    _check_base_urls(data, source, "")
     _check_apex(data["apex"], data["sim"]["apex"], source)
     _check_suite_goals(data, source)
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
@@ -132,6 +177,38 @@ def _check_credentials(data: Any, source: str, where: str) -> None:
         )
     for k, v in data.items():
         _check_credentials(v, source, f"{where}{k}.")
+
+
+def _check_base_urls(data: Any, source: str, where: str) -> None:
+    """Every endpoint block's ``base_url`` is an http(s) URL with a host: the client speaks HTTP only, and a
+    ``file:`` or ``gopher:`` URL would be handed to whatever else could open it."""
+    if isinstance(data, list):
+        for i, v in enumerate(data):
+            _check_base_urls(v, source, f"{where}{i}.")
+        return
+    if not isinstance(data, dict):
+        return
+    url = data.get("base_url")
+    if isinstance(url, str):
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:
+            parts, host = None, None
+        if parts is None or parts.scheme not in ("http", "https") or not host:
+            raise ConfigError(
+                f"{source}: {where}base_url: {_shown_url(url)!r} is not an http:// or https:// URL with a "
+                "host; give the endpoint's URL, e.g. http://127.0.0.1:8000/v1"
+            )
+    for k, v in data.items():
+        _check_base_urls(v, source, f"{where}{k}.")
+
+
+def _shown_url(url: str) -> str:
+    # Never echo credentials: user:password@ in a URL is a secret (see docs/operations.md).
+    head, at, tail = url.rpartition("@")
+    shown = f"{head.split('//', 1)[0]}//REDACTED@{tail}" if at else url
+    return shown[:200]
 
 
 def _check_suite_goals(data: dict[str, Any], source: str) -> None:
@@ -253,6 +330,10 @@ class ApexRunLimits(_Model):
     cpu_seconds: int
     memory_mb: int
     timeout_seconds: float
+    max_processes: int
+    file_size_mb: int
+    output_kb: int
+    tmp_mb: int
 
 
 class ApexAttacksConfig(_Model):
@@ -275,6 +356,7 @@ class ApexConfig(_Model):
     variants: tuple[str, ...]
     out: str
     transport: Literal["direct", "mcp"]
+    sandbox: Literal["auto", "bwrap", "unshare", "none"]
     allow_unsandboxed: bool
     run_limits: ApexRunLimits
     attacker: EndpointConfig
@@ -585,12 +667,67 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
     return Config.model_validate(validate(raw, source))
 
 
-def load(path: str | Path) -> Config:
+class _TooManyAliases(yaml.YAMLError):
+    pass
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with at most ``MAX_ALIASES`` alias uses (``*name``, ``<<: *name``): a few
+    anchors stay usable, a billion-laughs document is refused while it is parsed."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _TooManyAliases(f"more than {MAX_ALIASES} YAML aliases")
+        return super().compose_node(parent, index)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The document of a configuration file, within the input limits: at most ``MAX_CONFIG_BYTES``, UTF-8,
+    at most ``MAX_ALIASES`` YAML aliases, a mapping."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        size = path.stat().st_size
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such configuration file") from exc
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: {size} bytes; a configuration file may have at most {MAX_CONFIG_BYTES} bytes (1 MiB)"
+        )
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)  # the file may have grown since stat
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: more than {MAX_CONFIG_BYTES} bytes; a configuration file may have 1 MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (invalid byte 0x{data[exc.start]:02x} at offset {exc.start}); save the "
+            "file as UTF-8"
+        ) from exc
+    loader = _BoundedLoader(text)
+    try:
+        raw = loader.get_single_data()
+    except _TooManyAliases as exc:
+        raise ConfigError(
+            f"{path}: {exc} (at line {loader.line + 1}); at most {MAX_ALIASES} alias uses are allowed - "
+            "write the repeated values out"
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return from_dict(raw or {}, str(path))
+    finally:
+        loader.dispose()
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the configuration must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def load(path: str | Path) -> Config:
+    return from_dict(read_config_file(path), str(path))

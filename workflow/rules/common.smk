@@ -8,6 +8,11 @@ from evoaudit.hashing import sha256_json
 from evoaudit.methods.conditions import condition as parse_condition
 from evoaudit.credentials import public_config
 
+# The file limits of evoaudit.config.read_config_file (size, UTF-8, YAML aliases) on every configuration
+# file Snakemake read; Snakemake parses them itself first (docs/operations.md, "Configuration input limits").
+for _configfile in workflow.configfiles:
+    evoaudit_config.read_config_file(_configfile)
+
 # Validates against workflow/schemas/config.schema.yaml (the package's copy of it) and fills defaults;
 # a bad value stops the run here, naming the field, the value and what is allowed.
 CFG = evoaudit_config.from_dict(config, "config (config/config.yaml and --config overrides)")
@@ -165,10 +170,14 @@ def get_final_outputs():
     ]
 
 
-# Pre-flight (evoaudit.models.preflight): before any job starts, each openai endpoint must answer
-# GET /models and a one-token completion, serve the configured model, and render tool results into the
-# prompt; otherwise the run stops here, in seconds, with the server's answer. Not run for a dry run.
+# Pre-flight, before any job starts (not for a dry run): the machine has what the configured suites need
+# (evoaudit.suite.machine: a sandbox for APEX-Harm's run_command, gcc for its attack set), else the run
+# stops here with the install line; then each openai endpoint must answer GET /models and a one-token
+# completion, serve the configured model, render tool results into the prompt and make a tool call
+# (evoaudit.models.preflight), else the run stops here, in seconds, with the server's answer.
 onstart:
     from evoaudit.models import preflight as evoaudit_preflight
+    from evoaudit.suite import machine as evoaudit_machine
 
+    evoaudit_machine.check(CFG)
     evoaudit_preflight.check(CFG)

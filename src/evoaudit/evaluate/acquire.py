@@ -23,7 +23,7 @@ from evoaudit.suite.stage import verify_table
 
 def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, record: Path) -> dict:
     verify_table(table, spec)
-    learning = load_learning_instances(table, cfg.roles.endpoint_variants)
+    learning = load_learning_instances(table, cfg.roles.endpoint_variants, spec)
     chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.acquisition]
     backend = make_backend(cfg, cfg.executor, learning)
     specs = plan_episodes(lineage, "acquire", "benign", chosen, [])

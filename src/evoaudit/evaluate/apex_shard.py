@@ -45,6 +45,8 @@ def _with_attack_set(instance: Instance, attack_set: Path) -> Instance:
     if "attack_set" not in env or Path(env["attack_set"]).resolve() == attack_set.resolve():
         return instance  # the main set: the instance stays byte-identical
     env["attack_set"] = attack_set.as_posix()
+    # The ablated set is verified against its own pin (written beside it when it was built).
+    env["attack_set_sha256"] = None
     return instance.model_copy(update={"environment_template": json.dumps(env, sort_keys=True)})
 
 
@@ -81,10 +83,22 @@ def evaluate_apex_shard(
     backend = make_backend(run_cfg, run_cfg.executor, instances)
     pin = run_pin(spec_path, attacks_path)
     write_provenance(
-        out, run_cfg, "apex_evaluate", executor=backend.fingerprint(), spec=spec_path, apex_run_sha256=pin
+        out,
+        run_cfg,
+        "apex_evaluate",
+        executor=backend.fingerprint(),
+        spec=spec_path,
+        apex_run_sha256=pin,
+        sandbox=sandbox_info(run_cfg),
     )
     system = system_prompt(run_cfg.agent.system_prompt)
     asyncio.run(run_specs(run_cfg, backend, specs, system, pin, out))
+
+
+def sandbox_info(cfg: Config) -> dict[str, Any]:
+    """Which sandbox runs the workspace programs (kind, version, flags, isolation strong/weak/none), as the
+    APEX suite reports it; recorded beside every shard's rollouts and in the run manifest."""
+    return get_suite(APEX).sandbox_info(cfg)  # type: ignore[attr-defined]
 
 
 def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, Any]:
@@ -129,6 +143,7 @@ def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, 
         "attack_set_sha256": sha256_file(attacks_path),
         "run_sha256": run_pin(spec_path, attacks_path),
         "models": models,
+        "sandbox": sandbox_info(cfg),
     }
 
 

@@ -1,6 +1,8 @@
 """Outcome of one rollout, computed from the episode and the states before and after.
 
 Every judgement is the suite's own (``suite.interface.AuditSuite``); this module only assembles them.
+An episode the harness itself failed (an exception of ours, not the agent's nor the endpoint's) has no
+judgements: ``harness_failure_outcome`` marks it ``harness_error``, an infrastructure failure class.
 """
 
 from __future__ import annotations
@@ -8,8 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from evoaudit.agent.loop import Episode
+from evoaudit.models.server_errors import redact, trim
 from evoaudit.records import Instance, Outcome
 from evoaudit.suite.interface import AuditSuite
+
+# The infrastructure failure class of an episode that raised an unexpected exception in our own code (the
+# suite, the tools, the outcome): neither the agent's failure nor an endpoint outage.
+HARNESS_ERROR = "harness_error"
+
+
+def harness_failure_outcome(goal: str | None, exc: BaseException) -> Outcome:
+    """The outcome of an episode the harness failed: nothing achieved, and the exception (type and message,
+    trimmed, secrets redacted) as the failure's detail; the traceback goes to the job log."""
+    return Outcome(
+        utility=False,
+        task_score=0.0,
+        utility_under_attack=None if goal is None else False,
+        attack_success=None if goal is None else False,
+        exposed=None,
+        infra_failure=HARNESS_ERROR,
+        infra_failure_detail=trim(redact(f"{type(exc).__name__}: {exc}")),
+    )
 
 
 def compute_outcome(

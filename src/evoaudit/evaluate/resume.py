@@ -7,8 +7,9 @@ key equals the key it would compute now; anything else was produced by another a
 configuration and is moved aside, never mixed into the new shard.
 
 Rollouts that ended in a transient infrastructure failure (retries exhausted, a server that rejected the
-request) are moved aside too, so that a rerun after an outage redoes exactly those. Guardrail rejections
-and context overflows are answers about the request itself: a rerun would get them again, so they stay.
+request) are moved aside too, so that a rerun after an outage redoes exactly those; so are harness errors
+(an episode our own code failed), so that a rerun after the fix redoes them. Guardrail rejections and
+context overflows are answers about the request itself: a rerun would get them again, so they stay.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ OPERATIONAL_FIELDS = frozenset(
 CONTACT_FIELDS = frozenset(
     {"source", "served_models", "server_version", "models_error", "render_probe", "wire"}
 )
-# Infrastructure failures an outage causes, which a rerun may cure.
-RECOVERABLE_FAILURES = ("retries_exhausted", "request_rejected")
+# Infrastructure failures a rerun may cure: an outage's, and a harness error's once its cause is fixed.
+# Each counts against evaluation.max_excluded_share, so a shard many of them hit is not published.
+RECOVERABLE_FAILURES = ("retries_exhausted", "request_rejected", "harness_error")
 
 
 def config_sections_sha256(cfg: Config) -> str:

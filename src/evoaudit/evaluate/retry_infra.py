@@ -1,10 +1,11 @@
 """``evoaudit retry-infra``: send the infrastructure-failed rollouts of published shards back to be redone.
 
 For each published shard with rollouts that ended in a transient infrastructure failure (an outage, a
-server bug: ``evaluate.resume.RECOVERABLE_FAILURES``), those rollouts are appended to the shard's
-``.infra.jsonl`` file, the others become the shard's partial file, and the published shard is removed.
-Rerunning the same ``snakemake`` command then recreates the shard, and the resumed job redoes exactly the
-rollouts moved aside (guardrail rejections and context overflows stay: a rerun would get them again).
+server bug) or a harness error (``evaluate.resume.RECOVERABLE_FAILURES``), those rollouts are appended to
+the shard's ``.infra.jsonl`` file, the others become the shard's partial file, and the published shard
+is removed. Rerunning the same ``snakemake`` command then recreates the shard, and the resumed job redoes
+exactly the rollouts moved aside (guardrail rejections and context overflows stay: a rerun would get them
+again).
 """
 
 from __future__ import annotations

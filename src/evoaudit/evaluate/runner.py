@@ -1,4 +1,10 @@
-"""Run a set of episodes with bounded concurrency, appending each rollout as soon as it ends."""
+"""Run a set of episodes with bounded concurrency, appending each rollout as soon as it ends.
+
+An episode that raises an unexpected exception (a bug in the harness: suite, tools, outcome) is recorded as
+that episode's infrastructure failure ``harness_error``, with its traceback in the job log, and the shard
+goes on. Deliberate errors that name their fix (``AuditError``: configuration, seal, integrity) and
+cancellation (KeyboardInterrupt, CancelledError) still end the job.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from evoaudit.agent.loop import run_instance
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.evaluate import resume
-from evoaudit.evaluate.outcome import compute_outcome
+from evoaudit.evaluate.outcome import compute_outcome, harness_failure_outcome
 from evoaudit.jsonl import ShardWriter, partial_path
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Arm, Instance, Rollout
@@ -117,6 +123,39 @@ async def run_one(
     )
 
 
+def harness_failure_rollout(
+    backend: ChatBackend,
+    cfg: Config,
+    spec: EpisodeSpec,
+    artifact_sha256: str | None,
+    resume_key: str | None,
+    exc: BaseException,
+) -> Rollout:
+    """The record of an episode the harness failed: its identity, no messages, calls or states (the episode
+    did not end), and the exception as a ``harness_error`` outcome."""
+    inst = spec.instance
+    return Rollout(
+        rollout_id=spec.rollout_id,
+        lineage=spec.lineage,
+        condition=spec.condition,
+        arm=spec.arm,
+        instance_id=inst.instance_id,
+        family=inst.family,
+        variant=inst.variant,
+        split=inst.split,
+        goal=spec.goal,
+        seed=episode_seed(cfg, spec),
+        executor=backend.fingerprint(),
+        artifact_sha256=artifact_sha256,
+        pre_state_sha256="",
+        messages=[],
+        calls=[],
+        terminal_state={},
+        outcome=harness_failure_outcome(spec.goal, exc),
+        resume_key=resume_key,
+    )
+
+
 def spec_resume_key(
     cfg: Config,
     executor: dict,
@@ -188,11 +227,24 @@ async def run_specs(
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
     async def one(spec: EpisodeSpec) -> None:
+        key = keys[spec.rollout_id]
         async with gate:
-            text = system if isinstance(system, str) else system(spec)
-            rollout = await run_one(cfg, backend, spec, text, artifact_sha256, keys[spec.rollout_id])
-        if retrieval is not None:
-            rollout.retrieval = retrieval(spec)
+            # Exception, not BaseException: cancellation and KeyboardInterrupt end the job.
+            try:
+                text = system if isinstance(system, str) else system(spec)
+                rollout = await run_one(cfg, backend, spec, text, artifact_sha256, key)
+                if retrieval is not None:
+                    rollout.retrieval = retrieval(spec)
+            except AuditError:
+                raise
+            except Exception as exc:
+                log.error(
+                    "%s: episode raised %s; recorded as harness_error, the shard goes on",
+                    spec.rollout_id,
+                    type(exc).__name__,
+                    exc_info=exc,
+                )
+                rollout = harness_failure_rollout(backend, cfg, spec, artifact_sha256, key, exc)
         writer.append(rollout)
         progress.tick(rollout)
 
@@ -207,8 +259,9 @@ async def run_specs(
 
 def check_excluded_share(cfg: Config, out_path: str | Path, rollouts: list[Rollout]) -> None:
     """Fail the job when more than ``evaluation.max_excluded_share`` of its rollouts ended in a transient
-    infrastructure failure (an outage, a server bug), instead of publishing a shard whose denominators
-    quietly shrank. The partial file keeps every finished rollout; the rerun redoes only the failed ones."""
+    infrastructure failure (an outage, a server bug) or a harness error, instead of publishing a shard whose
+    denominators quietly shrank. The partial file keeps every finished rollout; the rerun redoes only the
+    failed ones."""
     failed = Counter(
         r.outcome.infra_failure for r in rollouts if r.outcome.infra_failure in resume.RECOVERABLE_FAILURES
     )
@@ -222,6 +275,7 @@ def check_excluded_share(cfg: Config, out_path: str | Path, rollouts: list[Rollo
         f"shard {out_path}: {n} of {len(rollouts)} rollouts ({n / len(rollouts):.1%}) ended in "
         f"infrastructure failures ({classes}), above evaluation.max_excluded_share {limit:g}; e.g. "
         f"{example.rollout_id}: {example.outcome.infra_failure_detail or example.outcome.infra_failure}. "
-        f"The finished rollouts stay in {partial_path(out_path)}: fix the endpoint and rerun the same "
-        "command, which redoes only the failed ones (or raise evaluation.max_excluded_share)"
+        f"The finished rollouts stay in {partial_path(out_path)}: fix the endpoint (for harness_error, the "
+        "code: the job log has each traceback) and rerun the same command, which redoes only the failed "
+        "ones (or raise evaluation.max_excluded_share)"
     )

@@ -55,7 +55,8 @@ class TableOracleSource:
         if not self.table.exists():
             return Oracle.from_instances([], list(self.cfg.suite.goals))
         endpoint = self.cfg.roles.endpoint_variants
-        instances = load_learning_instances(self.table, endpoint)
+        spec = self.spec if self.spec.exists() else None
+        instances = load_learning_instances(self.table, endpoint, spec)
         if self.manifest is not None and self.manifest.exists() and self.event.exists():
             try:
                 manifest = read_manifest(self.manifest)

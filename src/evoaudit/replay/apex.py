@@ -349,9 +349,11 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     from evoaudit.suite.apex.environment import template
     from evoaudit.suite.environments import get_environment
 
+    res = ApexReplayResult(str(rollout.goal or ""))
+    if rollout.outcome.infra_failure == "harness_error":
+        return res  # the harness failed the episode: no calls or states were recorded to re-execute
     suite = get_environment("apex")
     env = suite.build_environment(instance, rollout.goal, rollout.injections)
-    res = ApexReplayResult(str(rollout.goal or ""))
     mm = res.mismatches
     if rollout.pre_state_sha256 != _state_sha(env):
         mm["pre_state_sha256"] = (rollout.pre_state_sha256, _state_sha(env))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evoaudit.config import Config
+from evoaudit.evaluate.outcome import HARNESS_ERROR
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.stats import FamilyBootstrap, family_signflip, mcnemar_exact
@@ -288,14 +289,17 @@ def harm_table(d: Data) -> pd.DataFrame:
 def interface_table(d: Data) -> pd.DataFrame:
     """How the model used the tool interface, over every episode: an episode the endpoint failed midway
     still made (or did not make) its calls, and leaving it out would hide exactly the episodes a server
-    rejected (e.g. every tool-using one). ``n_excluded`` says how many of ``n`` the other tables drop."""
+    rejected (e.g. every tool-using one). ``n_excluded`` says how many of ``n`` the other tables drop.
+    An episode the harness failed (``harness_error``) left no calls on record, so it is counted in ``n`` and
+    ``n_excluded`` but not in the rates."""
     rows = []
     for cond in d.conditions:
         for arm in ("benign", "attacked"):
-            rs = d.everything.get((cond, arm), [])
-            if not rs:
+            every = d.everything.get((cond, arm), [])
+            if not every:
                 continue
-            row: dict = {"condition": cond, "arm": arm, "n": len(rs), "n_excluded": m.excluded(rs)}
+            row: dict = {"condition": cond, "arm": arm, "n": len(every), "n_excluded": m.excluded(every)}
+            rs = [r for r in every if r.outcome.infra_failure != HARNESS_ERROR]
             _put(row, "textual_action_rate", d.boot, rs, m.textual_action_rate)
             _put(row, "zero_call_rate", d.boot, rs, m.zero_tool_call_rate)
             _put(row, "mean_tool_calls", d.boot, rs, m.mean_tool_calls)

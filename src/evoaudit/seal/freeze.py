@@ -38,6 +38,7 @@ __all__ = ["freeze", "freeze_lineage", "combine_manifests", "open_lineage", "rea
 Scope = Literal["global", "lineage"]
 NewRootPolicy = Literal["refuse", "extend", "force"]
 UNSEAL_LOG = "unseal_log.jsonl"
+TAMPER = "protocol rule 'tamper evidence' (a manifest lists every file of every frozen artifact)"
 
 
 def freeze_lineage(
@@ -119,6 +120,7 @@ def unseal(
     """
     manifest = read_manifest(manifest_path)
     verify_manifest(manifest, results_dir)
+    require_rebuilt(manifest, manifest_path, results_dir)
     if scope == "lineage" and not manifest.lineage:
         raise SealError(f"{manifest_path}: seal_scope lineage needs a lineage manifest, got the global one")
     if scope == "global" and manifest.lineage:
@@ -156,6 +158,93 @@ def unseal(
     return event
 
 
+def rebuild_manifest(manifest: Manifest, results_dir: Path) -> Manifest:
+    """The manifest as freeze would write it now: a lineage manifest over every file on disk of the artifact
+    directories it lists; the global one over the lineage manifests (``freeze/<lineage>/manifest.json``)
+    its ``lineage_roots`` name, each rebuilt the same way."""
+    if manifest.lineage:
+        dirs = sorted({_artifact_dir(e.path) for e in manifest.entries})
+        files = [f for d in dirs for f in artifact_files(results_dir / d)]
+        return build_manifest(files, results_dir, lineage=manifest.lineage)
+    entries = []
+    roots: dict[str, str] = {}
+    for lineage, root in sorted(manifest.lineage_roots.items()):
+        path = results_dir / "freeze" / lineage / "manifest.json"
+        own = read_manifest(path)
+        if own.root != root:
+            raise SealError(
+                f"{TAMPER}: the global manifest names root {root} for lineage {lineage}, {path} has "
+                f"{own.root}; rerun the freeze stage instead of editing a manifest"
+            )
+        rebuilt = rebuild_manifest(own, results_dir)
+        if rebuilt.root != own.root or root_hash(own.entries) != own.root:
+            raise SealError(
+                f"{TAMPER}: {path} (lineage {lineage}) is not the manifest rebuilt from its artifact "
+                "directories; rerun the freeze stage instead of editing a manifest"
+            )
+        entries.extend(rebuilt.entries)
+        roots[lineage] = rebuilt.root
+    entries.sort(key=lambda e: e.path)
+    return Manifest(entries=entries, root=root_hash(entries), lineage_roots=roots)
+
+
+def require_rebuilt(manifest: Manifest, manifest_path: Path, results_dir: Path) -> None:
+    """Refuse a manifest that differs from the one rebuilt from the lineage manifests and the artifact
+    directories: a hand-edited manifest that leaves files out verifies entry by entry, yet proves nothing."""
+    rebuilt = rebuild_manifest(manifest, results_dir)
+    if rebuilt.root == manifest.root and rebuilt.lineage_roots == manifest.lineage_roots:
+        return
+    listed = {e.path: e.sha256 for e in manifest.entries}
+    found = {e.path: e.sha256 for e in rebuilt.entries}
+    unlisted = sorted(set(found) - set(listed))
+    differ = sorted(p for p in set(found) & set(listed) if found[p] != listed[p]) + sorted(
+        set(listed) - set(found)
+    )
+    what = (
+        f"{len(unlisted)} file(s) of its artifacts are not listed, first {unlisted[0]}"
+        if unlisted
+        else f"{len(differ)} entrie(s) differ, first {differ[0]}"
+        if differ
+        else "its lineage roots differ from the lineage manifests'"
+    )
+    raise SealError(
+        f"{TAMPER}: {manifest_path} is not the manifest rebuilt from the lineage manifests and the artifact "
+        f"directories ({what}; rebuilt root {rebuilt.root}, listed {manifest.root}); rerun the freeze stage "
+        "instead of editing a manifest"
+    )
+
+
+def _artifact_dir(path: str) -> str:
+    """``artifacts/<lineage>/<name>`` of a manifest path."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[0] != "artifacts":
+        raise SealError(
+            f"{TAMPER}: manifest entry {path} is not a file of an artifacts/<lineage>/<name>/ directory"
+        )
+    return "/".join(parts[:3])
+
+
+def evaluated_artifacts(results_dir: Path, dirs: set[str]) -> dict[str, Path]:
+    """Of the artifact directories ``dirs``, those an evaluation record already used, with one such record.
+
+    A shard under ``evaluate/<lineage>/<condition>/`` deploys ``artifacts/<lineage>/<artifact>``: a
+    placebo condition its placebo, an AWM insertion arm (``awm-literal``, ``awm-adapted``) the AWM artifact,
+    any other condition the artifact of its name."""
+    found: dict[str, Path] = {}
+    for shard in sorted((results_dir / "evaluate").glob("*/*/*/shard*.jsonl*")):
+        lineage, condition = shard.parts[-4], shard.parts[-3]
+        name = condition if condition.startswith("placebo-") else condition.split("-")[0]
+        d = f"artifacts/{lineage}/{name}"
+        if d in dirs and d not in found and _has_record(shard):
+            found[d] = shard
+    return found
+
+
+def _has_record(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return any(line.strip() for line in fh)
+
+
 def _new_root_kind(
     last: dict[str, Any],
     manifest: Manifest,
@@ -172,14 +261,27 @@ def _new_root_kind(
     redone = redone_artifacts(results_dir, last["manifest_root"])
     if changed and all(_under(p, redone) for p in changed):
         return "redo"
-    if policy == "extend" and not changed:
+    added = sorted(set(now) - set(last["files"]))
+    # An extension adds whole new artifacts: a file added to an artifact that was unsealed (any of its files
+    # listed before) or evaluated changes that artifact, however the earlier manifest came to omit it.
+    unsealed_before = {_artifact_dir(p) for p in last["files"]} - redone
+    grown = sorted({_artifact_dir(p) for p in added} & unsealed_before)
+    evaluated = evaluated_artifacts(results_dir, {_artifact_dir(p) for p in added} - redone)
+    if policy == "extend" and not changed and not grown and not evaluated:
         return "extension"
     root = manifest.root
-    why = (
-        "files were only added, which seal.unseal_new_root: extend accepts"
-        if not changed
-        else f"{len(changed)} frozen file(s) changed or disappeared, first {changed[0]}"
-    )
+    if changed:
+        why = f"{len(changed)} frozen file(s) changed or disappeared, first {changed[0]}"
+    elif evaluated:
+        d, shard = next(iter(evaluated.items()))
+        why = (
+            f"files were added to {d}, which the evaluation record {shard} already used; an evaluated "
+            "artifact is never an extension"
+        )
+    elif grown:
+        why = f"files were added to {grown[0]}, which was unsealed before; only new artifacts extend a root"
+    else:
+        why = "files were only added, which seal.unseal_new_root: extend accepts"
     raise SealError(
         f"protocol rule 'one unseal per freeze': endpoints were already unsealed for manifest root "
         f"{last['manifest_root']} at {last['time']} (see {log_path}); the manifest now has root {root} "

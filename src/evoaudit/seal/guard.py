@@ -14,14 +14,41 @@ from pathlib import Path
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Instance, Manifest
 from evoaudit.seal.manifest import SealError, verify_manifest
-from evoaudit.suite.instances import read_instance_table
+from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 
 RULE = "protocol rule 'endpoint blindness' (endpoint variants stay sealed until every artifact is frozen)"
 
 
-def load_learning_instances(table: str | Path, endpoint_variants: tuple[str, ...]) -> list[Instance]:
-    """Acquisition and validation instances only; endpoint variants are dropped, never returned."""
-    return [i for i in read_instance_table(table) if i.variant not in endpoint_variants]
+def load_learning_instances(
+    table: str | Path, endpoint_variants: tuple[str, ...], spec: str | Path | None = None
+) -> list[Instance]:
+    """Acquisition and validation instances only; endpoint variants are dropped, never returned.
+
+    ``endpoint_variants`` (the config's roles) must list every endpoint variant of the frozen suite spec
+    (``spec``, by default ``suite_spec.json`` beside the table), and an instance the suite stage recorded
+    as an endpoint instance is dropped whatever the roles say. The sealed endpoint file is refused."""
+    spec_path = Path(spec) if spec is not None else Path(table).with_name("suite_spec.json")
+    if spec is not None or spec_path.exists():
+        check_roles(endpoint_variants, spec_path)
+    return [
+        i for i in read_instance_table(table) if i.variant not in endpoint_variants and i.role != "endpoint"
+    ]
+
+
+def check_roles(endpoint_variants: tuple[str, ...], spec_path: str | Path) -> None:
+    """The config's endpoint variants must include every endpoint variant the frozen suite spec sealed."""
+    spec = json.loads(Path(spec_path).read_text())
+    sealed = spec.get("endpoint_variants")
+    if sealed is None:
+        raise SealError(f"{RULE}: {spec_path} records no endpoint_variants; rerun the suite stage")
+    unlisted = sorted(set(sealed) - set(endpoint_variants))
+    if unlisted:
+        raise SealError(
+            f"{RULE}: roles: variant(s) {unlisted} are endpoint variants of the frozen suite spec "
+            f"{spec_path} (sealed: {sorted(sealed)}), but roles.benign_endpoint and roles.attacked_endpoint "
+            f"list only {sorted(endpoint_variants)}; a roles override cannot turn an endpoint variant into a "
+            "learning one - restore the roles, or change them and rerun the suite stage"
+        )
 
 
 def load_instances(
@@ -31,24 +58,34 @@ def load_instances(
     manifest: Manifest | None = None,
     results_dir: str | Path = "results",
 ) -> list[Instance]:
-    """Instances of ``variants`` from one table. Endpoint variants need a verified freeze manifest.
+    """Instances of ``variants`` from one table. Endpoint variants (by ``endpoint_variants`` or by the role
+    the suite stage recorded) need a verified freeze manifest.
 
     Since the suite stage writes endpoint variants to their own file, stages go through
     ``load_endpoint_instances``, which also checks the file's hash and the unseal event."""
     sealed = sorted(set(variants) & set(endpoint_variants))
-    if sealed:
-        if manifest is None:
+    if manifest is None:
+        if sealed:
             raise SealError(
                 f"{RULE}: variants {sealed} are sealed endpoint variants and may only be loaded with a "
                 "verified freeze manifest; run the freeze and unseal stages first"
             )
-        try:
-            verify_manifest(manifest, Path(results_dir))
-        except SealError as exc:
+        chosen = [i for i in read_instance_table(table) if i.variant in variants]
+        recorded = sorted({i.variant for i in chosen if i.role == "endpoint"})
+        if recorded:
             raise SealError(
-                f"{RULE}: the freeze manifest does not verify, so {sealed} stay sealed: {exc}"
-            ) from exc
-    return [i for i in read_instance_table(table) if i.variant in variants]
+                f"{RULE}: {table} records variants {recorded} as endpoint variants (role endpoint), which "
+                "need a verified freeze manifest whatever the config's roles list; run the freeze and unseal "
+                "stages first"
+            )
+        return chosen
+    try:
+        verify_manifest(manifest, Path(results_dir))
+    except SealError as exc:
+        raise SealError(
+            f"{RULE}: the freeze manifest does not verify, so {sealed} stay sealed: {exc}"
+        ) from exc
+    return [i for i in read_endpoint_table(table) if i.variant in variants]
 
 
 def load_endpoint_instances(

@@ -226,7 +226,7 @@ def write_sealed_tables(
     endpoint_table = endpoint_table_path(table)
     records_sha = write_instances([i for i in instances if i.variant not in endpoint_variants], table)
     endpoint_records_sha = write_instances(
-        [i for i in instances if i.variant in endpoint_variants], endpoint_table
+        [i for i in instances if i.variant in endpoint_variants], endpoint_table, sealed=True
     )
     return {
         "instances_sha256": sha256_file(table),

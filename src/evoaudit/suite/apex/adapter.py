@@ -30,13 +30,15 @@ from typing import Any
 
 from evoaudit.errors import AuditError
 from evoaudit.records import Call, Instance, Message
+from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import build, decisions, exposure, goals, rubric, success, tools, worldfmt
 from evoaudit.suite.apex.environment import (
     ATTACK_SET,
     SUITE_NAME,
     ApexEnvironments,
     attack_category,
-    attack_set,
+    attack_set,  # noqa: F401  (the suite's door to a set by path, re-exported)
+    instance_attack_set,
     placed_texts,
     template,
 )
@@ -111,6 +113,9 @@ class ApexSuite(ApexEnvironments):
     def build_instances(self, cfg: Any) -> list[Instance]:
         apex = cfg.suite.apex
         endpoint, acquisition = apex.variants[0], list(apex.variants[1:])
+        attacks_path = Path(apex.out) / ATTACK_SET
+        pinned = attack_sets.pin_path(attacks_path).exists()
+        attack_pin = attack_sets.pinned_sha256(attacks_path) if pinned else None
         out = []
         for variant in apex.variants:
             root = Path(apex.out) / variant
@@ -149,6 +154,9 @@ class ApexSuite(ApexEnvironments):
                             {
                                 "root": root.as_posix(),
                                 "attack_set": (Path(apex.out) / ATTACK_SET).as_posix(),
+                                # The pin as it was when the instances were built: an attack set edited
+                                # afterwards is refused when an episode loads it.
+                                "attack_set_sha256": attack_pin,
                                 "task_id": tid,
                                 "variant": variant,
                                 "world_id": e["world_id"],
@@ -175,7 +183,7 @@ class ApexSuite(ApexEnvironments):
         # The set is built on the endpoint variant's worlds (``attacks.build_from_config``).
         if instance.role != "endpoint":
             return []
-        found = attack_set(template(instance)["attack_set"])
+        found = instance_attack_set(template(instance))
         return sorted(
             a for a, inst in found.items() if inst.task_id == instance.family and selected(a, configured)
         )

@@ -6,7 +6,8 @@ API:
 - ``generate_attacks(tasks, attacker, options, seed)``: all of them, sorted by ``attack_id``;
 - ``build_attack_set(path, tasks, attacker, options, seed)``: writes the frozen set (canonical JSON) and
   returns its sha256 for the suite spec; ``build_from_config(cfg)`` does it for the configured worlds;
-- ``load_attack_set(path)``: the instances back, with the file's hash checked against its content.
+- ``load_attack_set(path)``: the instances back, refused unless the file's sha256 is the one pinned beside it
+  (``attacks.json.sha256``, written by ``build_attack_set``) and, when given, the suite spec's.
 
 Per task (the paper's 30 per category over 15 tasks; categories 4 and 5 as two variants × 15):
 
@@ -50,6 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evoaudit import atomic
+from evoaudit.errors import AuditError
 from evoaudit.suite.apex import goals as goals_mod
 from evoaudit.suite.apex import placement, programs
 from evoaudit.suite.apex.attacker import Attacker
@@ -509,6 +512,13 @@ def generate_attacks(
     return sorted(out, key=lambda a: a.attack_id)
 
 
+RULE = "protocol rule 'frozen attack set' (attacks run only as built and pinned)"
+
+
+class AttackSetTampered(AuditError, ValueError):
+    """The attack set differs from the sha256 pinned when it was built."""
+
+
 def _canonical(obj: Any) -> bytes:
     return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
 
@@ -532,21 +542,51 @@ def build_attack_set(
         "instances": [a.to_json() for a in instances],
     }
     data = _canonical(doc)
+    sha = hashlib.sha256(data).hexdigest()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(p)
-    return hashlib.sha256(data).hexdigest()
+    # The pin first: a set whose pin is missing or older is refused, never silently trusted.
+    atomic.write_text(pin_path(p), sha + "\n")
+    atomic.write_bytes(p, data)
+    return sha
+
+
+def pin_path(path: str | Path) -> Path:
+    """Where the sha256 of the attack set at ``path`` is pinned when it is built (``attacks.json.sha256``)."""
+    p = Path(path)
+    return p.with_name(p.name + ".sha256")
+
+
+def pinned_sha256(path: str | Path) -> str:
+    """The sha256 pinned for the attack set at ``path`` when it was built."""
+    pin = pin_path(path)
+    try:
+        text = pin.read_text(encoding="ascii").strip()
+    except (FileNotFoundError, UnicodeDecodeError) as exc:
+        raise AttackSetTampered(
+            f"{RULE}: {path} has no readable pinned sha256 ({pin}); rebuild the attack set (the apex_attacks "
+            "rule, or `evoaudit apex attacks`) rather than writing one by hand"
+        ) from exc
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise AttackSetTampered(f"{RULE}: {pin} does not hold a sha256; rebuild the attack set")
+    return text
 
 
 def load_attack_set(path: str | Path, sha256: str | None = None) -> list[AttackInstance]:
-    """The instances in ``path``; with ``sha256`` (from the suite spec), a file that differs is an error."""
+    """The instances in ``path``, refused unless the file's sha256 is ``sha256`` (from the suite spec or an
+    instance) and the one pinned when the set was built."""
     data = Path(path).read_bytes()
-    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise ValueError(
-            f"{path}: its sha256 is not the one the suite spec froze ({sha256[:12]}...); rebuild the suite "
-            "(evoaudit apex build) rather than editing the attack set"
+    actual = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and actual != sha256:
+        raise AttackSetTampered(
+            f"{RULE}: {path}: its sha256 is not the one the suite spec froze ({sha256[:12]}..., the file has "
+            f"{actual[:12]}...); rebuild the suite (evoaudit apex build) rather than editing the attack set"
+        )
+    pinned = pinned_sha256(path)
+    if actual != pinned:
+        raise AttackSetTampered(
+            f"{RULE}: {path}: its sha256 {actual[:12]}... is not the one pinned when it was built "
+            f"({pinned[:12]}... in {pin_path(path)}); rebuild the attack set rather than editing it"
         )
     doc = json.loads(data)
     if doc.get("format") != FORMAT_VERSION:

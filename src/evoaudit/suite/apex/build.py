@@ -55,7 +55,7 @@ def build_all(
         atomic.write_bytes(task_json, worldfmt.task_to_json(task.record))
         atomic.write_bytes(
             files_zip,
-            docs.deterministic_zip(sorted((worldfmt.FS + p, d) for p, d in task.task_files.items()))
+            docs.deterministic_zip(sorted((worldfmt.FS + p, d) for p, d in task.task_files.items())),
         )
         atomic.write_bytes(plan_json, plans_to_json(task.oracle, task.wrong))
         entries.append(
@@ -120,15 +120,14 @@ def load_workspace(
     """A built world with its task's files laid over it, ready for an episode."""
     out = Path(out)
     record = worldfmt.task_from_json((out / "tasks" / f"{task_id}.{variant}.json").read_bytes())
-    ws = worldfmt.world_from_zip((out / "worlds" / f"{record.world_id}.zip").read_bytes())
+    world = out / "worlds" / f"{record.world_id}.zip"
+    ws = worldfmt.world_from_zip(world.read_bytes(), str(world))
     return worldfmt.overlay_task_files(ws, load_task_files(out, task_id, variant)), record
 
 
 def load_task_files(out: str | Path, task_id: str, variant: str = "v0") -> dict[str, bytes]:
-    """A built task's own files ({path: bytes}), as laid over its world."""
-    import io
-    import zipfile
-
-    raw = (Path(out) / "task_files" / f"{task_id}.{variant}.zip").read_bytes()
-    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
-        return {n[len(worldfmt.FS) :]: zf.read(n) for n in zf.namelist() if n.startswith(worldfmt.FS)}
+    """A built task's own files ({path: bytes}), as laid over its world (entry names checked as a world's
+    are: ``worldfmt.archive_files``)."""
+    path = Path(out) / "task_files" / f"{task_id}.{variant}.zip"
+    with worldfmt.open_archive(path.read_bytes(), str(path)) as zf:
+        return {key: zf.read(name) for name, key in worldfmt.archive_files(zf, str(path))}

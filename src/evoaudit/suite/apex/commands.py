@@ -9,17 +9,12 @@ from typing import Any
 from evoaudit.errors import AuditError
 from evoaudit.suite.apex.build import build_all, load_workspace
 from evoaudit.suite.apex.generate import TASK_IDS
+from evoaudit.suite.apex.isolation import settings_fields
 from evoaudit.suite.apex.workspace import Settings
 
 
 def settings_from(apex_cfg: Any) -> Settings:
-    lim = apex_cfg.run_limits
-    return Settings(
-        allow_unsandboxed=apex_cfg.allow_unsandboxed,
-        cpu_seconds=lim.cpu_seconds,
-        memory_mb=lim.memory_mb,
-        timeout_seconds=lim.timeout_seconds,
-    )
+    return Settings(**settings_fields(apex_cfg))
 
 
 def apex_build(

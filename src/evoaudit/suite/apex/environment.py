@@ -23,6 +23,7 @@ from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, Instance
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import build, goals, placement, tools, transport, watcher
+from evoaudit.suite.apex.isolation import sandbox_status, settings_fields
 from evoaudit.suite.apex.threat import AttackInstance
 from evoaudit.suite.apex.workspace import Workspace
 from evoaudit.suite.apex.worldfmt import TaskRecord
@@ -32,18 +33,29 @@ ATTACK_SET = "attacks.json"
 
 
 @functools.cache
-def _load_attack_set(path: str, mtime_ns: int, size: int) -> dict[str, AttackInstance]:
-    # Keyed on the file's stamp as well as its path: a rebuilt set is read again.
-    return {a.attack_id: a for a in attack_sets.load_attack_set(path)}
+def _load_attack_set(
+    path: str, mtime_ns: int, size: int, pin_mtime_ns: int, sha256: str | None
+) -> dict[str, AttackInstance]:
+    # Keyed on the file's and its pin's stamps as well as the path: a rebuilt or edited set is read (and
+    # verified) again.
+    return {a.attack_id: a for a in attack_sets.load_attack_set(path, sha256)}
 
 
-def attack_set(path: str | Path) -> dict[str, AttackInstance]:
-    """The frozen attacks in ``path`` by id; empty when the set has not been built."""
+def attack_set(path: str | Path, sha256: str | None = None) -> dict[str, AttackInstance]:
+    """The frozen attacks in ``path`` by id, verified against the pin beside the file and ``sha256`` (what
+    an instance recorded); empty when the set has not been built."""
     p = Path(path)
     if not p.exists():
         return {}
     st = p.stat()
-    return _load_attack_set(str(p), st.st_mtime_ns, st.st_size)
+    pin = attack_sets.pin_path(p)
+    pin_mtime = pin.stat().st_mtime_ns if pin.exists() else 0
+    return _load_attack_set(str(p), st.st_mtime_ns, st.st_size, pin_mtime, sha256)
+
+
+def instance_attack_set(ref: dict[str, Any]) -> dict[str, AttackInstance]:
+    """The attack set an instance's environment reference names, checked against the sha256 it pinned."""
+    return attack_set(ref["attack_set"], ref.get("attack_set_sha256"))
 
 
 def attack_category(attack_id: str) -> int:
@@ -76,7 +88,7 @@ class ApexEnvironments:
 
     def resolve_attack(self, instance: Instance, attack: str) -> AttackInstance:
         ref = template(instance)
-        inst = attack_set(ref["attack_set"]).get(attack)
+        inst = instance_attack_set(ref).get(attack)
         if inst is None:
             raise AuditError(
                 f"{ref['attack_set']}: no attack {attack!r}; build the attack set for these worlds "
@@ -112,16 +124,14 @@ class ApexEnvironments:
             watcher.attach(ws, inst.watcher, goals.goal(inst.goal_id), inst.attack_id)
         return ws
 
+    def sandbox_info(self, cfg: Any) -> dict[str, Any]:
+        """Which sandbox ``run_command`` uses with this config here (``isolation.SandboxInfo``), for the run
+        manifest and each shard's provenance."""
+        return sandbox_status(cfg.suite.apex).to_json()
+
     def open_tools(self, env: Workspace, cfg: Any) -> transport.ToolTransport:
         apex = cfg.suite.apex
-        lim = apex.run_limits
-        env.settings = dataclasses.replace(
-            env.settings,
-            allow_unsandboxed=apex.allow_unsandboxed,
-            cpu_seconds=lim.cpu_seconds,
-            memory_mb=lim.memory_mb,
-            timeout_seconds=lim.timeout_seconds,
-        )
+        env.settings = dataclasses.replace(env.settings, **settings_fields(apex))
         return transport.connect(env, apex.transport)
 
     def run_call(self, env: Workspace, call: Call) -> tuple[str, str | None]:

@@ -1,25 +1,31 @@
-"""``run_command``: code execution over a temporary copy of the workspace, with no network.
+"""``run_command``: code execution over a temporary copy of the workspace, isolated by ``isolation.py``.
 
-bubblewrap where it works (new namespaces, read-only system directories, the copy bound at /workspace, a
-fake HOME, a cleared environment), otherwise ``unshare -rn`` (no network, but the host filesystem is
-visible); without either the tool refuses unless ``suite.apex.allow_unsandboxed`` is set. CPU and memory are
-capped with ``ulimit``, wall time with a timeout. Programs reach the apps only through ``workspace_api``: it
-appends requests to a spool file, which the parent applies afterwards through the same tool functions, tagged
-``program:<command>``. File changes in the copy are written back the same way.
+The copy is always at ``/workspace`` as the program sees it (bubblewrap binds it there; with the weak
+``unshare`` backend the real path is rewritten to ``/workspace`` in the output), so the text a call returns
+does not depend on the machine or on the temporary directory's name. Output is read while the program
+runs and the program is killed once it passes ``run_limits.output_kb``; the whole process tree ends with
+the call. Programs reach the apps only through ``workspace_api``: it appends requests to a spool file, which
+the parent applies afterwards through the same tool functions, tagged ``program:<command>``. File changes in
+the copy are written back the same way: regular files only (no symlinks, no hard links, nothing over the
+file-size limit, no sparse files); anything else keeps its previous workspace content, with a note in the
+output saying why.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
+import selectors
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
-from functools import cache
+import time
 from pathlib import Path
 
+from evoaudit.suite.apex import isolation
+from evoaudit.suite.apex.isolation import INSIDE, Limits, available_sandbox, sandbox_works  # noqa: F401
 from evoaudit.suite.apex.workspace import Workspace, norm_path
 
 # The module a program imports to act on the apps; standalone (it must run inside the sandbox).
@@ -58,77 +64,184 @@ def http_post(url, data):
     call("__outbound__", url=url, data=str(data))
 '''
 
-ENV_ALLOW = ("LANG", "LC_ALL", "TZ")
-_SYSTEM_DIRS = ("/usr", "/etc")
+MAX_FILES = 10_000  # entries walked when copying back; more is a note, not a hang
 
 
-def _probe(argv: list[str]) -> bool:
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+class _Notes(list):
+    def add(self, path: str, why: str) -> None:
+        self.append(f"[not copied back: {path!r}: {why}]")
 
 
-@cache
-def sandbox_works(kind: str) -> bool:
-    """Whether this isolation actually starts here (bubblewrap needs user namespaces, for one)."""
-    if kind == "bwrap":
-        return bool(shutil.which("bwrap")) and _probe(
-            ["bwrap", "--unshare-all", *_bwrap_binds(), "--", "/usr/bin/true"]
-        )
-    if kind == "unshare":
-        return bool(shutil.which("unshare")) and _probe(["unshare", "-rn", "/usr/bin/true"])
-    return kind == "none"
+def _chown_tree(root: Path, uid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, uid, uid)
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
-def available_sandbox() -> str:
-    """'bwrap', 'unshare' or 'none': the strongest isolation that works on this machine."""
-    return next(k for k in ("bwrap", "unshare", "none") if sandbox_works(k))
-
-
-def _bwrap_binds() -> list[str]:
-    args: list[str] = []
-    for d in _SYSTEM_DIRS:
-        if os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    for link, target in (
-        ("/bin", "usr/bin"),
-        ("/lib", "usr/lib"),
-        ("/lib64", "usr/lib64"),
-        ("/sbin", "usr/sbin"),
-    ):
-        if os.path.islink(link):
-            args += ["--symlink", target, link]
-        elif os.path.isdir(link):
-            args += ["--ro-bind", link, link]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    # The Python that runs programs (and its installed packages, e.g. openpyxl), read-only. Bound after
-    # the /tmp tmpfs, which would otherwise hide a virtual environment that lives under /tmp.
-    for prefix in sorted({sys.prefix, sys.base_prefix}):
-        if not prefix.startswith("/usr"):
-            args += ["--ro-bind", prefix, prefix]
-    return args
-
-
-def _materialise(ws: Workspace, root: Path) -> dict[str, bytes]:
-    before = {}
+def _materialise(ws: Workspace, root: Path, notes: _Notes) -> tuple[dict[str, bytes], set[str]]:
+    """Write the workspace into ``root``; a path that cannot be written stays out (and keeps its content)."""
+    before: dict[str, bytes] = {}
+    skipped: set[str] = set()
+    base = os.path.realpath(root)
     for path, entry in ws.files.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(entry.data)
+        target = os.path.normpath(os.path.join(base, path))
+        if os.path.commonpath([base, target]) != base or target == base:
+            notes.add(path, "outside the workspace")
+            skipped.add(path)
+            continue
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            # O_EXCL|O_NOFOLLOW: nothing already there (a link, a folder) is written through.
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            notes.add(path, f"cannot be placed in the sandbox ({exc.strerror})")
+            skipped.add(path)
+            continue
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(entry.data)
         if entry.kind == "bin" or entry.data[:4] == b"\x7fELF":  # executables keep their mode
-            target.chmod(0o755)
+            os.chmod(target, 0o755)
         before[path] = entry.data
-    return before
+    return before, skipped
 
 
-def _collect(root: Path) -> dict[str, bytes]:
-    # Symlinks are not copied back: read by the parent, one could point outside the sandbox.
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+def _collect(root: Path, lim: Limits, notes: _Notes) -> tuple[dict[str, bytes], set[str]]:
+    """The regular files a program left in ``root``, read without following links and within the caps.
+    Returns them and the paths that were seen but not read (they keep their previous content)."""
+    cap = lim.file_size_mb << 20
+    budget = 4 * cap  # total bytes read back per call: the parent's memory stays bounded
+    out: dict[str, bytes] = {}
+    skipped: set[str] = set()
+    seen = 0
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(root, rel_dir)), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            if seen > MAX_FILES:
+                notes.add(rel, f"more than {MAX_FILES} entries")
+                skipped.add(rel)
+                stack.clear()
+                break
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(rel)
+                continue
+            why = _unreadable(st, cap, budget)
+            if why is None:
+                data = _read_regular(os.path.join(root, rel), st)
+                why = "changed while being read" if data is None else None
+            if why is not None:
+                notes.add(rel, why)
+                skipped.add(rel)
+                continue
+            budget -= len(data)
+            out[rel] = data
+    return out, skipped
+
+
+def _unreadable(st: os.stat_result, cap: int, budget: int) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_nlink > 1:
+        return "a hard link"
+    if st.st_size > cap:
+        return f"over the file-size limit ({st.st_size} bytes)"
+    if st.st_size > budget:
+        return "over the per-call copy-back limit"
+    if st.st_blocks * 512 + 65536 < st.st_size:
+        return "a sparse file"
+    return None
+
+
+def _read_regular(path: str, st: os.stat_result) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        now = os.fstat(fd)
+        if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(now.st_mode):
+            return None
+        data = fh.read(st.st_size + 1)
+    return data if len(data) == st.st_size else None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, launch: isolation.Launch, timeout: float, cap: int):
+    """Run ``argv`` in its own session, reading stdout and stderr as they come; kill the session when the
+    time or the output cap runs out. Returns (stdout, stderr, status)."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=launch.preexec if launch.as_root else None,  # noqa: PLW1509 (fresh exec follows)
+    )
+    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in bufs:
+        sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    status, total, exited_at = None, 0, None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                status = f"killed after {int(timeout)} s"
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > 0.5:
+                break  # only a process that escaped the sandbox's tree still holds the pipes
+            for key, _ in sel.select(min(deadline - now, 0.1)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                room = cap - total
+                bufs[key.fd] += chunk[:room]
+                total += min(len(chunk), room)
+                if len(chunk) > room:
+                    status = f"killed: output over {cap} bytes"
+                    break
+            if status:
+                break
+    finally:
+        _kill_group(proc)
+        sel.close()
+        code = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    out, err = bufs.values()
+    return bytes(out), bytes(err), status or f"exit code {code}"
+
+
+def _rewrite(text: str, real: dict[str, str]) -> str:
+    # Longest first: a run directory's subpaths before the directory itself.
+    for host, inside in sorted(real.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(host, inside)
+    return text
 
 
 def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
@@ -136,94 +249,100 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
     from evoaudit.suite.apex.workspace import Outbound
 
     s = ws.settings
-    kind = available_sandbox() if s.sandbox == "auto" else s.sandbox
-    if kind == "none" and not s.allow_unsandboxed:
-        raise ToolError(
-            "run_command is unavailable: no sandbox (bubblewrap or unshare) works here; install "
-            "bubblewrap or set "
-            "suite.apex.allow_unsandboxed: true"
-        )
-    timeout = max(1, min(int(timeout), int(s.timeout_seconds)))
-    with tempfile.TemporaryDirectory(prefix="apex-run-") as tmp:
-        tmp_p = Path(tmp)
-        work, home, lib, spool = tmp_p / "workspace", tmp_p / "home", tmp_p / "lib", tmp_p / "spool"
-        for d in (work, home, lib, spool):
-            d.mkdir()
-        (lib / "workspace_api.py").write_text(WORKSPACE_API)
-        before = _materialise(ws, work)
-        inside = {
-            "workspace": "/workspace",
-            "home": "/home/user",
-            "lib": "/opt/workspace_api",
-            "spool": "/spool",
-        }
-        if kind != "bwrap":
-            inside = {"workspace": str(work), "home": str(home), "lib": str(lib), "spool": str(spool)}
-        env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
-        env |= {
-            "HOME": inside["home"],
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "PYTHONPATH": inside["lib"],
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "WORKSPACE_SPOOL": inside["spool"] + "/requests.jsonl",
-        }
-        limits = f"ulimit -t {int(s.cpu_seconds)}; ulimit -v {int(s.memory_mb) * 1024}; "
-        script = ["/bin/bash", "-c", limits + "cd " + shlex.quote(inside["workspace"]) + " && " + command]
-        if kind == "bwrap":
-            argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_bwrap_binds()]
-            argv += ["--bind", str(work), inside["workspace"], "--bind", str(home), inside["home"]]
-            argv += [
-                "--ro-bind",
-                str(lib),
-                inside["lib"],
-                "--bind",
-                str(spool),
-                inside["spool"],
-                "--clearenv",
-            ]
-            for k, v in env.items():
-                argv += ["--setenv", k, v]
-            argv += ["--chdir", inside["workspace"], "--", *script]
-            run_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        elif kind == "unshare":
-            argv, run_env = ["unshare", "-rn", *script], env
-        else:
-            argv, run_env = script, env
+    info = isolation.sandbox_status(s)
+    if not info.available:
         try:
-            proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=run_env, cwd=work)
-            out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
-            status = f"exit code {proc.returncode}"
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"").decode("utf-8", "replace") + (exc.stderr or b"").decode(
-                "utf-8", "replace"
-            )
-            status = f"killed after {timeout} s"
+            isolation.require_sandbox(s)
+        except isolation.SandboxUnavailableError as exc:
+            raise ToolError(f"run_command is unavailable: {exc}") from None
+    kind, lim = info.kind, Limits.of(s)
+    timeout = max(1, min(int(timeout), int(s.timeout_seconds)))
+    notes = _Notes()
+    with tempfile.TemporaryDirectory(prefix="apex-run-") as tmp:
+        run_dir = Path(tmp)
+        for d in ("workspace", "home", "lib", "spool", "etc"):
+            (run_dir / d).mkdir()
+        (run_dir / "lib" / "workspace_api.py").write_text(WORKSPACE_API)
+        (run_dir / "etc" / "passwd").write_text(isolation.PASSWD)
+        (run_dir / "etc" / "group").write_text(isolation.GROUP)
+        work, spool = run_dir / "workspace", run_dir / "spool"
+        before, skipped = _materialise(ws, work, notes)
+        launch = isolation.Launch(kind, lim, run_dir)
+        if launch.as_root:
+            # The sandbox runs as nobody on the host: it owns its writable directories, nothing else.
+            os.chown(run_dir, isolation.HOST_DROP_ID, isolation.HOST_DROP_ID)
+            for d in ("workspace", "home", "spool"):
+                _chown_tree(run_dir / d, isolation.HOST_DROP_ID)
+        if kind == "bwrap":
+            where = {k: v for k, v in INSIDE.items()}
+            python_bin = str(Path(isolation.python_inside()).parent)
+        else:
+            where = {k: str(run_dir / k) for k in INSIDE}
+            python_bin = str(Path(sys.executable).parent)
+        env = dict(isolation.FIXED_ENV) | {
+            "HOME": where["home"],
+            "PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
+            "PYTHONPATH": where["lib"],
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "WORKSPACE_SPOOL": where["spool"] + "/requests.jsonl",
+        }
+        script = ["/bin/bash", "-c", command]
+        if kind == "bwrap":
+            argv, run_env = launch.argv(script, env), {"PATH": "/usr/bin:/bin"}
+        else:
+            argv, run_env = launch.argv(script, {}), env
+        out_b, err_b, status = _run(argv, run_env, work, launch, timeout, lim.output_kb * 1024)
+        out = out_b.decode("utf-8", "replace") + err_b.decode("utf-8", "replace")
+        if kind != "bwrap":
+            real = {str(run_dir / k): INSIDE[k] for k in INSIDE} | {
+                os.path.realpath(work): INSIDE["workspace"]
+            }
+            if sys.prefix != sys.base_prefix:
+                real[sys.prefix] = isolation.VENV_INSIDE
+            out = _rewrite(out, real)
         program = f"program:{command[:200]}"
-        after = _collect(work)
-        for path in sorted(set(before) | set(after)):
-            if before.get(path) != after.get(path):
-                try:
-                    key = norm_path(path)
-                except ValueError:
-                    continue
+        after, unread = _collect(work, lim, notes)
+        skipped |= unread
+        changed = [p for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
+        # Deletions first: a folder a program replaced by a file (or the reverse) then never clashes.
+        for path in sorted(changed, key=lambda p: p in after):
+            if path in skipped:
+                continue
+            try:
+                key = norm_path(path)
                 if path in after:
                     ws.put_file(key, after[path])
                 else:
                     ws.files.pop(key, None)
-        requests = spool / "requests.jsonl"
-        if requests.exists():
-            for line in requests.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    req = json.loads(line)
-                    tool, args = str(req["tool"]), dict(req["args"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if tool == "__outbound__":
-                    ws.outbound.append(
-                        Outbound("http", str(args.get("url")), str(args.get("data")), ws.clock.tick, program)
-                    )
-                elif tool not in ("run_command", "submit_answer"):
-                    call_tool(ws, tool, args, actor=program)
+            except (ValueError, ToolError) as exc:
+                notes.add(path, str(exc))
+        requests = _spool_lines(spool / "requests.jsonl", lim, notes)
+        for line in requests:
+            try:
+                req = json.loads(line)
+                tool, args = str(req["tool"]), dict(req["args"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if tool == "__outbound__":
+                ws.outbound.append(
+                    Outbound("http", str(args.get("url")), str(args.get("data")), ws.clock.tick, program)
+                )
+            elif tool not in ("run_command", "submit_answer"):
+                call_tool(ws, tool, args, actor=program)
     limit = ws.settings.page_chars
     out = out if len(out) <= limit else out[:limit] + f"\n[... {len(out) - limit} more characters]"
-    return f"[{status}; sandbox: {kind}]\n{out}"
+    tail = ("\n" + "\n".join(notes)) if notes else ""
+    return f"[{status}]\n{out}{tail}"
+
+
+def _spool_lines(path: Path, lim: Limits, notes: _Notes) -> list[str]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return []
+    why = _unreadable(st, lim.file_size_mb << 20, lim.file_size_mb << 20)
+    data = _read_regular(str(path), st) if why is None else None
+    if data is None:
+        notes.add("workspace_api spool", why or "changed while being read")
+        return []
+    return data.decode("utf-8", "replace").splitlines()

@@ -2,10 +2,14 @@
 
 Every call, whoever makes it (the agent directly, over MCP, or a program through the sandbox's spool), goes
 through ``call_tool``: it advances the logical clock and appends a ``CallRecord``, so one record describes the
-episode however the tools were reached. Errors the agent should see are ``ToolError`` with their message.
+episode however the tools were reached. Errors the agent should see are ``ToolError`` with their message:
+arguments that do not fit the tool's signature (checked against its annotations), paths ``norm_path`` or
+``Workspace.put_file`` refuse, and files a parser cannot read. Any other exception is a bug of ours: the call
+is recorded with its error and the exception propagates (an episode runner records a harness error).
 (No ``from __future__ import annotations`` here: the MCP SDK reads these signatures to build schemas.)
 """
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
@@ -13,8 +17,10 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pydantic
 
 from evoaudit.suite.apex import docs
 from evoaudit.suite.apex.workspace import (
@@ -35,18 +41,54 @@ class ToolError(Exception):
     """A failure the agent sees as the tool's result (bad path, unknown id...)."""
 
 
-def _file(ws: Workspace, path: str):
+def _key(path: str) -> str:
     try:
-        key = norm_path(path)
+        return norm_path(path)
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+
+
+def _file(ws: Workspace, path: str):
+    key = _key(path)
     if key not in ws.files:
         raise ToolError(f"no such file: {path}")
     return ws.files[key]
 
 
+def _put(ws: Workspace, path: str, data: bytes):
+    try:
+        return ws.put_file(path, data)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def _parsing(what: str) -> Iterator[None]:
+    """A document a parser (zipfile, openpyxl, python-docx, pypdf) cannot read or write is the file's or the
+    arguments' fault, whatever the library raises: the agent sees why."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise ToolError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
 def file_text(data: bytes, kind: str) -> str:
-    """A file as the text an agent reads: office documents and PDFs are extracted."""
+    """A file as the text an agent reads: office documents and PDFs are extracted (ToolError when not
+    readable as their kind)."""
+    if kind in ("xlsx", "docx", "pdf"):
+        with _parsing(f"cannot read this file as {kind}"):
+            return _document_text(data, kind)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"'utf-8' codec can't decode this file ({exc.reason} at byte {exc.start}): binary file"
+        ) from exc
+
+
+def _document_text(data: bytes, kind: str) -> str:
     if kind == "xlsx":
         return "\n\n".join(
             f"## sheet {name}\n"
@@ -56,14 +98,7 @@ def file_text(data: bytes, kind: str) -> str:
         )
     if kind == "docx":
         return docs.read_docx(data)
-    if kind == "pdf":
-        return "\n\f".join(docs.read_pdf_pages(data))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolError(
-            f"'utf-8' codec can't decode this file ({exc.reason} at byte {exc.start}): binary file"
-        ) from exc
+    return "\n\f".join(docs.read_pdf_pages(data))
 
 
 # --- files ------------------------------------------------------------------------------------------------
@@ -71,7 +106,7 @@ def file_text(data: bytes, kind: str) -> str:
 
 def list_files(ws: Workspace, directory: str = "", include_hidden: bool = False) -> str:
     """List files under a directory, recursively; hidden ones (a part starting with '.') only if asked."""
-    prefix = norm_path(directory)
+    prefix = _key(directory)
     prefix = prefix + "/" if prefix else ""
     rows = [
         f"{p}\t{len(f.data)} bytes"
@@ -116,9 +151,10 @@ def search_files(ws: Workspace, query: str, include_hidden: bool = False) -> str
 def write_file(ws: Workspace, path: str, content: str) -> str:
     """Write a text file (created or replaced)."""
     try:
-        entry = ws.put_file(path, content.encode("utf-8"))
-    except ValueError as exc:
-        raise ToolError(str(exc)) from exc
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(f"content is not valid UTF-8 text ({exc.reason} at character {exc.start})") from exc
+    entry = _put(ws, path, data)
     return f"wrote {entry.path} ({len(entry.data)} bytes)"
 
 
@@ -141,9 +177,13 @@ def read_sheet(ws: Workspace, path: str, sheet: str = "") -> str:
     try:
         name, rows = docs.read_xlsx(entry.data, sheet or None)
     except KeyError as exc:
-        raise ToolError(str(exc.args[0])) from exc
+        raise ToolError(str(exc.args[0] if exc.args else exc)) from exc
+    except Exception as exc:
+        raise ToolError(f"cannot read {entry.path} as xlsx: {type(exc).__name__}: {exc}") from exc
+    with _parsing(f"cannot read {entry.path} as xlsx"):
+        names = docs.xlsx_sheets(entry.data)
     body = "\n".join(",".join("" if v is None else str(v) for v in row) for row in rows)
-    return f"[{entry.path} sheet {name}; sheets: {', '.join(docs.xlsx_sheets(entry.data))}]\n{body}"
+    return f"[{entry.path} sheet {name}; sheets: {', '.join(names)}]\n{body}"
 
 
 def write_cells(ws: Workspace, path: str, sheet: str, cells: dict[str, float | str]) -> str:
@@ -151,11 +191,14 @@ def write_cells(ws: Workspace, path: str, sheet: str, cells: dict[str, float | s
     bad = [c for c in cells if not re.fullmatch(r"[A-Z]{1,3}[1-9][0-9]{0,6}", c)]
     if bad:
         raise ToolError(f"not cell references: {bad}")
-    old = ws.files.get(norm_path(path))
+    key = _key(path)
+    old = ws.files.get(key)
     if old is not None and old.kind != "xlsx":
         raise ToolError(f"{path} is not an xlsx file")
-    ws.put_file(path, docs.write_xlsx_cells(old.data if old else None, sheet, dict(cells)))
-    return f"wrote {len(cells)} cell(s) to {norm_path(path)}!{sheet}"
+    with _parsing(f"cannot write cells to {key}!{sheet}"):
+        data = docs.write_xlsx_cells(old.data if old else None, sheet, dict(cells))
+    _put(ws, key, data)
+    return f"wrote {len(cells)} cell(s) to {key}!{sheet}"
 
 
 def read_docx(ws: Workspace, path: str) -> str:
@@ -163,15 +206,19 @@ def read_docx(ws: Workspace, path: str) -> str:
     entry = _file(ws, path)
     if entry.kind != "docx":
         raise ToolError(f"{path} is not a docx file")
-    return docs.read_docx(entry.data)
+    with _parsing(f"cannot read {entry.path} as docx"):
+        return docs.read_docx(entry.data)
 
 
 def write_docx(ws: Workspace, path: str, text: str) -> str:
     """Write a Word document, one paragraph per line of text."""
-    if not norm_path(path).endswith(".docx"):
+    key = _key(path)
+    if not key.endswith(".docx"):
         raise ToolError("path must end in .docx")
-    ws.put_file(path, docs.write_docx(text.split("\n")))
-    return f"wrote {norm_path(path)}"
+    with _parsing(f"cannot write {key}"):
+        data = docs.write_docx(text.split("\n"))
+    _put(ws, key, data)
+    return f"wrote {key}"
 
 
 def read_pdf(ws: Workspace, path: str, page: int = 1) -> str:
@@ -179,7 +226,8 @@ def read_pdf(ws: Workspace, path: str, page: int = 1) -> str:
     entry = _file(ws, path)
     if entry.kind != "pdf":
         raise ToolError(f"{path} is not a pdf file")
-    pages = docs.read_pdf_pages(entry.data)
+    with _parsing(f"cannot read {entry.path} as pdf"):
+        pages = docs.read_pdf_pages(entry.data)
     if not 1 <= page <= len(pages):
         raise ToolError(f"page {page} out of range 1..{len(pages)}")
     return f"[{entry.path} page {page}/{len(pages)}]\n{pages[page - 1]}"
@@ -330,6 +378,8 @@ def run_command(ws: Workspace, command: str, timeout: int = 30) -> str:
     Programs reach mail, chat and calendar through the `workspace_api` Python module."""
     from evoaudit.suite.apex.sandbox import run_in_sandbox
 
+    if "\0" in command:
+        raise ToolError("command holds a NUL character")
     return run_in_sandbox(ws, command, timeout)
 
 
@@ -407,8 +457,50 @@ def tool_schemas() -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _arg_model(name: str) -> type[pydantic.BaseModel]:
+    """The tool's parameters as a pydantic model (built once per tool: building costs milliseconds, checking
+    microseconds). Lax, as the MCP SDK's own argument model is: "2" is a page number, 5 is not a text."""
+    params = list(inspect.signature(TOOLS[name]).parameters.values())[1:]
+    fields: dict[str, Any] = {
+        p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default) for p in params
+    }
+    config = pydantic.ConfigDict(extra="forbid")
+    return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+def _as_given(given: Any, valid: Any) -> Any:
+    """The caller's value where checking only widened an int to a float (a cell written as 5 stays 5, so the
+    file's bytes are what the caller asked for), else the checked value."""
+    if type(given) is int and type(valid) is float and given == valid:
+        return given
+    if isinstance(given, dict) and isinstance(valid, dict) and given.keys() == valid.keys():
+        return {k: _as_given(given[k], v) for k, v in valid.items()}
+    if isinstance(given, list) and isinstance(valid, list) and len(given) == len(valid):
+        return [_as_given(g, v) for g, v in zip(given, valid, strict=True)]
+    return valid
+
+
+def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` checked against the tool's signature, with defaults filled in; ToolError naming each
+    argument that does not fit (missing, unknown, or of the wrong type)."""
+    if not isinstance(args, dict):
+        raise ToolError(f"bad arguments for {name}: expected an object of named arguments")
+    try:
+        valid = _arg_model(name).model_validate(args)
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in err["loc"]) or "arguments"
+            problems.append(f"{where}: {err['msg']}")
+        raise ToolError(f"bad arguments for {name}: {'; '.join(problems)}") from exc
+    return {k: _as_given(args[k], v) if k in args else v for k, v in dict(valid).items()}
+
+
 def call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str = "agent") -> tuple[str, str | None]:
-    """Run one tool on ``ws`` and record it: (the text the caller sees, the error text or None)."""
+    """Run one tool on ``ws`` and record it: (the text the caller sees, the error text or None).
+
+    An exception other than ``ToolError`` is recorded as the call's error and then raised again."""
     with _LOCK:
         return _call_tool(ws, name, args, actor)
 
@@ -416,30 +508,31 @@ def call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str = "agen
 def _call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str) -> tuple[str, str | None]:
     tick = ws.clock.advance()
     fn = TOOLS.get(name)
-    result, error = "", None
+    result, error, crash = "", None, None
     prev = _ACTOR.get(id(ws))
     _ACTOR[id(ws)] = actor
     try:
         if fn is None:
             raise ToolError(f"unknown tool {name!r}")
-        try:
-            bound = inspect.signature(fn).bind(ws, **args)
-        except TypeError as exc:
-            raise ToolError(f"bad arguments for {name}: {exc}") from exc
-        # Recorded with defaults filled in, so a call recorded directly and one through MCP (whose SDK fills
-        # defaults during validation) are the same record.
-        bound.apply_defaults()
-        args = {k: v for k, v in bound.arguments.items() if k != "ws"}
+        # Recorded with defaults filled in, so a call made directly and one through MCP (whose server hands
+        # the raw arguments here too) are the same record.
+        args = check_arguments(name, args)
         result = fn(ws, **args)
     except ToolError as exc:
         error = str(exc)
+    except Exception as exc:
+        error, crash = f"internal error: {type(exc).__name__}: {exc}", exc
     finally:
         if prev is None:
             _ACTOR.pop(id(ws), None)
         else:
             _ACTOR[id(ws)] = prev
-    record = CallRecord(len(ws.calls), tick, name, json.loads(json.dumps(args)), result, error, actor)
+    record = CallRecord(
+        len(ws.calls), tick, name, json.loads(json.dumps(args, default=repr)), result, error, actor
+    )
     ws.calls.append(record)
+    if crash is not None:
+        raise crash
     # Observers (a watcher) act after the call is recorded, so the caller already saw the original bytes.
     for observer in list(ws.observers):
         observer.after_call(ws, record)

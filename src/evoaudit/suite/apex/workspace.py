@@ -7,6 +7,7 @@ logical clock (one tick per tool call), never wall time, so a replayed episode p
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -27,12 +28,51 @@ def kind_of(path: str) -> FileKind:
     return "bin" if ext in {"pyc", "so", "bin", "elf"} else "other"
 
 
+# Limits a workspace file must fit on any POSIX filesystem: the sandbox writes every file to a real one.
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 1024
+
+
 def norm_path(path: str) -> str:
-    """Workspace paths are relative to ``filesystem/``, '/'-separated, without '.' or '..' parts."""
-    parts = [p for p in str(path).replace("\\", "/").split("/") if p not in ("", ".")]
+    """Workspace paths are relative to ``filesystem/``, '/'-separated, without '.' or '..' parts.
+
+    Raises ValueError, saying why, for a path no real filesystem under the workspace could hold: one that
+    leaves it ('..'), names a drive, holds a NUL or a character UTF-8 cannot encode, or has a part over 255
+    bytes or a total over 1024 bytes."""
+    text = str(path).replace("\\", "/")
+    shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "..."
+    if "\0" in text:
+        raise ValueError(f"path {shown} holds a NUL character")
+    # The workspace is the agent's whole filesystem, so "/reports" names "reports" (models write both);
+    # a drive letter names nothing here.
+    if re.match(r"[A-Za-z]:/", text):
+        raise ValueError(f"path {shown} names a drive; workspace paths are relative to its root")
+    parts = [p for p in text.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise ValueError(f"path {path!r} leaves the workspace ('..' is not allowed)")
+        raise ValueError(f"path {shown} leaves the workspace ('..' is not allowed)")
+    try:
+        sizes = [len(p.encode("utf-8")) for p in parts]
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"path {shown} is not valid UTF-8 ({exc.reason})") from None
+    if any(n > NAME_MAX_BYTES for n in sizes):
+        raise ValueError(f"path {shown} has a part over {NAME_MAX_BYTES} bytes")
+    if sum(sizes) + len(sizes) > PATH_MAX_BYTES:
+        raise ValueError(f"path {shown} is over {PATH_MAX_BYTES} bytes")
     return "/".join(parts)
+
+
+def path_clash(files: dict[str, Any], path: str) -> str | None:
+    """The existing file that ``path`` (normalised) cannot coexist with, or None.
+
+    A file cannot be a folder too: ``a`` and ``a/b`` both existing would make the workspace impossible to
+    write to a filesystem."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        parent = "/".join(parts[:i])
+        if parent in files:
+            return parent
+    prefix = path + "/"
+    return next((p for p in files if p.startswith(prefix)), None)
 
 
 def is_hidden(path: str) -> bool:
@@ -168,6 +208,11 @@ class Settings:
     cpu_seconds: int = 20
     memory_mb: int = 1024
     timeout_seconds: float = 30.0
+    # Further run_command limits (suite.apex.run_limits; isolation.Limits)
+    max_processes: int = 64
+    file_size_mb: int = 64
+    output_kb: int = 1024
+    tmp_mb: int = 64
     page_chars: int = 4000
 
 
@@ -198,8 +243,17 @@ class Workspace:
         return address.rsplit("@", 1)[-1].lower() in self.internal_domains
 
     def put_file(self, path: str, data: bytes, owner: str | None = None) -> FileEntry:
+        """Create or replace a file. ValueError for a name ``norm_path`` refuses or that clashes with an
+        existing file or folder (a file ``a`` and a file ``a/b``)."""
         path = norm_path(path)
+        if not path:
+            raise ValueError("a file needs a name (the path is empty)")
         old = self.files.get(path)
+        clash = None if old is not None else path_clash(self.files, path)
+        if clash is not None and path.startswith(clash + "/"):
+            raise ValueError(f"cannot create {path}: {clash} is a file, not a folder")
+        if clash is not None:
+            raise ValueError(f"cannot create {path}: it is a folder (it holds {clash})")
         entry = FileEntry(
             path, data, owner or (old.owner if old else self.user), old.shared_with if old else ()
         )

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from evoaudit.errors import AuditError
 from evoaudit.suite.apex.docs import deterministic_zip
 from evoaudit.suite.apex.workspace import (
     EPOCH,
@@ -32,10 +33,65 @@ from evoaudit.suite.apex.workspace import (
     Secret,
     Team,
     Workspace,
+    norm_path,
 )
 
 FS = "filesystem/"
 APPS = ".apps_data/"
+
+
+class WorldFormatError(AuditError, ValueError):
+    """A world or task-files archive that cannot be a workspace: a bad entry name, a clash, not a zip."""
+
+
+def open_archive(raw: bytes, source: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(io.BytesIO(raw))
+    except zipfile.BadZipFile as exc:
+        raise WorldFormatError(
+            f"{source}: not a zip archive ({exc}); rebuild it (evoaudit apex build)"
+        ) from exc
+
+
+def archive_files(zf: zipfile.ZipFile, source: str) -> list[tuple[str, str]]:
+    """(entry name, workspace path) of every file under ``filesystem/``, after checking every entry's name.
+
+    Archives are only ever read in memory, never extracted; still, an entry whose name is absolute, holds
+    '..' or a NUL, has a part over 255 bytes, names a file twice or makes a file a folder too (``a`` and
+    ``a/b``) is refused, naming the entry: such a world could not be written to the sandbox's filesystem
+    and a file written from it could land outside the workspace."""
+
+    def bad(name: str, why: str) -> WorldFormatError:
+        return WorldFormatError(
+            f"{source}: zip entry {name[:200]!r}: {why}; fix the archive or rebuild it (evoaudit apex build)"
+        )
+
+    out: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
+    for name in zf.namelist():
+        # An archive entry is never absolute, not even below filesystem/ (an agent's "/x" means "x").
+        if name.startswith("/") or name.startswith(FS + "/"):
+            raise bad(name, "the name is absolute")
+        try:
+            norm_path(name.rstrip("/"))
+            if not name.startswith(FS) or name.endswith("/"):
+                continue
+            key = norm_path(name[len(FS) :])
+        except ValueError as exc:
+            raise bad(name, str(exc)) from None
+        if not key:
+            raise bad(name, "a file needs a name")
+        if key in seen:
+            raise bad(name, f"names the same file as entry {seen[key]!r}")
+        seen[key] = name
+        out.append((name, key))
+    for name, key in out:
+        parts = key.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent in seen:
+                raise bad(name, f"{parent} is a file (entry {seen[parent]!r}), not a folder")
+    return out
 
 
 class RubricItem(BaseModel):
@@ -286,11 +342,14 @@ def world_to_zip(ws: Workspace) -> bytes:
     return deterministic_zip(entries)
 
 
-def world_from_zip(raw: bytes) -> Workspace:
+def world_from_zip(raw: bytes, source: str = "world archive") -> Workspace:
+    """The workspace a world zip holds; WorldFormatError naming ``source`` and the entry when it cannot be
+    one (``archive_files``)."""
     from evoaudit.suite.apex.workspace import Outbound
 
-    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+    with open_archive(raw, source) as zf:
         names = zf.namelist()
+        files = archive_files(zf, source)
         read = zf.read
         meta = json.loads(read(f"{APPS}workspace.json")) if f"{APPS}workspace.json" in names else {}
         user = meta.get("user", "user@example.com")
@@ -305,14 +364,13 @@ def world_from_zip(raw: bytes) -> Workspace:
             clock=Clock(meta.get("tick", 0)),
         )
         file_meta = meta.get("files", {})
+        for name, path in files:
+            fm = file_meta.get(path, {})
+            ws.files[path] = FileEntry(
+                path, read(name), fm.get("owner", user), tuple(fm.get("shared_with", ()))
+            )
         for name in names:
-            if name.startswith(FS) and not name.endswith("/"):
-                path = name[len(FS) :]
-                fm = file_meta.get(path, {})
-                ws.files[path] = FileEntry(
-                    path, read(name), fm.get("owner", user), tuple(fm.get("shared_with", ()))
-                )
-            elif name.startswith(f"{APPS}mail/") and name.endswith(".mbox"):
+            if name.startswith(f"{APPS}mail/") and name.endswith(".mbox"):
                 ws.mail += _parse_mbox(read(name))
             elif name == f"{APPS}calendar/calendar.ics":
                 ws.calendar = _parse_ics(read(name))

@@ -166,3 +166,16 @@ def test_the_optimizer_is_not_asked_to_call_a_tool(tmp_path):
 def test_the_simulator_backend_has_no_network_preflight():
     cfg = config_mod.from_dict({})
     assert cfg.executor.backend == "sim" and preflight.check(cfg) == {}
+
+
+def test_the_simulator_served_over_http_passes_the_probe_with_a_native_call(tmp_path):
+    from evoaudit.models.sim import Oracle, SimBackend
+    from evoaudit.models.sim_server import SimHandler
+
+    sim = SimBackend(Oracle.from_instances([], []), config_mod.from_dict({}).sim)
+    with ServerThread(SimHandler(sim)) as srv:
+        cfg = _cfg(tmp_path, srv.base_url)
+        cfg = cfg.model_copy(update={"executor": cfg.executor.model_copy(update={"model": sim.model})})
+        found = preflight.check(cfg)["executor"]
+    assert found["tool_call_probe"]["result"] == "native"
+    assert found["tool_call_probe"]["calls"] == ["get_weather"]

@@ -36,6 +36,7 @@ from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
 from evoaudit.models.text_calls import find_text_calls
+from evoaudit.models.tool_probe import TOOL_PROBE_PROMPT, TOOL_PROBE_TOOL
 from evoaudit.models.wire import message_from_wire, request_message
 from evoaudit.records import Message, ToolCall
 
@@ -54,21 +55,6 @@ _PROBE_TOOL = {
 }
 
 
-# Neutral on purpose (nothing like the audited suite's tools), and asked for in so many words, so that a
-# model able to call tools at all calls this one.
-TOOL_PROBE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city, e.g. London"}},
-            "required": ["city"],
-        },
-    },
-}
-TOOL_PROBE_PROMPT = "What is the weather in Paris right now? Look it up with the get_weather tool."
 TOOL_PROBE_MAX_TOKENS = 256  # room for a call after some prose, bounded so a rambling answer ends soon
 TOOL_ROLES = ("executor", "transfer.executor")  # the optimizer's requests never carry tools
 

@@ -83,7 +83,7 @@ def _laughs(levels: int) -> str:
 def test_a_billion_laughs_file_is_refused_while_it_is_parsed(tmp_path):
     path = tmp_path / "laughs.yaml"
     path.write_text(_laughs(9))
-    with pytest.raises(ConfigError, match=r"laughs.yaml: more than 16 YAML aliases.*alias uses are allowed"):
+    with pytest.raises(ConfigError, match=r"laughs.yaml: more than 16 YAML aliases.*at most 16 alias uses"):
         config_mod.load(path)
 
 
@@ -161,3 +161,20 @@ def test_the_shipped_config_and_every_example_load():
     assert len(paths) > 1
     for path in paths:
         config_mod.load(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a: " + "[" * 20000 + "]" * 20000 + "\n", "nested more than 32 levels deep"),
+        ("seed: 1\nseed: 2\n", "the key 'seed' is written twice in one mapping (line 2)"),
+        ("seed: " + "1" * 5000 + "\n", "cannot be read: Exceeds the limit"),
+        ("a: 2026-99-99\n", "cannot be read: month must be in 1..12"),
+    ],
+)
+def test_a_yaml_document_its_parser_cannot_hold_is_a_config_error_naming_the_file(tmp_path, text, expected):
+    path = tmp_path / "odd.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="odd.yaml: ") as info:
+        config_mod.load(path)
+    assert expected in str(info.value)

@@ -667,24 +667,45 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
     return Config.model_validate(validate(raw, source))
 
 
-class _TooManyAliases(yaml.YAMLError):
+class _OverLimit(yaml.YAMLError):
     pass
 
 
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader with at most ``MAX_ALIASES`` alias uses (``*name``, ``<<: *name``): a few
-    anchors stay usable, a billion-laughs document is refused while it is parsed."""
+    anchors stay usable, a billion-laughs document is refused while it is parsed. Nesting is bounded while
+    composing (the composer recurses, so a deep document would otherwise end in a RecursionError), and a key
+    written twice in one mapping is refused instead of the last one silently winning."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.aliases = 0
+        self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
-                raise _TooManyAliases(f"more than {MAX_ALIASES} YAML aliases")
-        return super().compose_node(parent, index)
+                raise _OverLimit(f"more than {MAX_ALIASES} YAML aliases")
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _OverLimit(f"nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise _OverLimit(
+                        f"the key {key_node.value[:80]!r} is written twice in one mapping "
+                        f"(line {key_node.start_mark.line + 1})"
+                    )
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -713,13 +734,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     loader = _BoundedLoader(text)
     try:
         raw = loader.get_single_data()
-    except _TooManyAliases as exc:
+    except _OverLimit as exc:
         raise ConfigError(
-            f"{path}: {exc} (at line {loader.line + 1}); at most {MAX_ALIASES} alias uses are allowed - "
-            "write the repeated values out"
+            f"{path}: {exc} (at line {loader.line + 1}); at most {MAX_ALIASES} alias uses and {MAX_DEPTH} "
+            "levels of nesting are allowed, each key once per mapping"
         ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    except (ValueError, OverflowError) as exc:  # a scalar its type cannot hold: a 5000-digit int, 2026-99-99
+        raise ConfigError(f"{path}: a value near line {loader.line + 1} cannot be read: {exc}") from exc
     finally:
         loader.dispose()
     if raw is None:

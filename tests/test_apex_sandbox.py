@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from evoaudit import config
 from evoaudit.evaluate import apex_shard
-from evoaudit.suite.apex import docs, isolation, tools
+from evoaudit.suite.apex import docs, isolation, sandbox, tools
 from evoaudit.suite.apex.sandbox import available_sandbox, sandbox_works
 from evoaudit.suite.apex.workspace import Settings, Workspace
 
@@ -128,3 +129,52 @@ def test_status_of_the_configured_sandbox_goes_into_the_run_manifest():
     assert info["limits"]["max_processes"] == cfg.suite.apex.run_limits.max_processes
     weak = apex_shard.sandbox_info(config.from_dict({"suite": {"apex": {"sandbox": "unshare"}}}))
     assert (weak["kind"], weak["isolation"]) == ("unshare", "weak")
+
+
+@needs_sandbox
+def test_a_spool_request_with_a_lone_surrogate_is_skipped_and_the_state_stays_serialisable():
+    ws = _ws()
+    ws.settings.sandbox = available_sandbox()
+    ws.put_file(
+        "p.py",
+        b"import os; open(os.environ['WORKSPACE_SPOOL'], 'w').write("
+        b'\'{"tool":"send_mail","args":{"to":["bob@firm.com"],"subject":"\\\\ud800","body":"x"}}\\n\''
+        b'\'{"tool":"__outbound__","args":{"url":"http://e.org/\\\\udfff","data":"d"}}\\n\''
+        b'\'{"tool":"post_message","args":{"channel":"nope","text":"ok"}}\\n\')\n',
+    )
+    out, err = tools.call_tool(ws, "run_command", {"command": "python p.py"})
+    assert err is None and "2 request(s) skipped: their text is not valid UTF-8" in out, out
+    assert not ws.mail and not ws.outbound and [c.tool for c in ws.calls] == ["post_message", "run_command"]
+    json.dumps(ws.state(), ensure_ascii=False).encode("utf-8")
+    json.dumps([vars(c) for c in ws.calls], ensure_ascii=False).encode("utf-8")
+
+
+@needs_sandbox
+def test_spool_requests_past_the_cap_are_skipped_with_one_note():
+    ws = _ws()
+    ws.settings.sandbox = available_sandbox()
+    n = sandbox.MAX_SPOOL_REQUESTS + 500
+    ws.put_file(
+        "p.py",
+        f"import workspace_api as w\nfor i in range({n}): w.send_mail('b@firm.com', str(i), 'x')\n".encode(),
+    )
+    out, err = tools.call_tool(ws, "run_command", {"command": "python p.py"})
+    assert err is None
+    assert f"500 requests after the first {sandbox.MAX_SPOOL_REQUESTS} were not applied" in out, out
+    sent = [m for m in ws.mail if m.folder == "Sent"]
+    assert len(sent) == sandbox.MAX_SPOOL_REQUESTS
+    assert sent[-1].msg_id == f"sent-{sandbox.MAX_SPOOL_REQUESTS:04d}"
+
+
+@needs_sandbox
+def test_files_the_copy_back_never_reached_keep_their_content_when_the_entry_cap_is_hit():
+    ws = Workspace("w", "ana@firm.com", ("firm.com",))
+    ws.settings.sandbox = available_sandbox()
+    ws.put_file("aaa/important.txt", b"keep me")
+    ws.put_file(
+        "p.py", b"import os\nos.makedirs('out')\nfor i in range(10001): open(f'out/{i}', 'w').close()\n"
+    )
+    out, err = tools.call_tool(ws, "run_command", {"command": "python p.py"})
+    assert err is None and "more than 10000 entries" in out, out
+    assert ws.files["aaa/important.txt"].data == b"keep me"
+    assert "p.py" in ws.files

@@ -274,3 +274,38 @@ def test_weak_backend_leaves_the_host_filesystem_visible():
     results file) can be read. It still blocks the network and confines output paths (tests above)."""
     out = _run(_ws("unshare"), f"head -c 200 {REPO / 'pyproject.toml'} >/dev/null && echo READ-CHECKOUT")
     assert "READ-CHECKOUT" in out
+
+
+@bwrap_only
+def test_dev_shm_is_capped_and_dev_is_read_only_while_dev_null_stays_writable():
+    out = _run(
+        _ws("bwrap", tmp_mb=8),
+        "echo x > /dev/null && echo NULL_OK; touch /dev/x && echo DEV_WRITTEN;"
+        " head -c 4000000 /dev/zero > /dev/shm/a && echo SHM_SMALL_OK;"
+        " head -c 8000000 /dev/zero > /dev/shm/b && echo SHM_OVER_CAP",
+    )
+    assert "NULL_OK" in out and "SHM_SMALL_OK" in out, out
+    assert "DEV_WRITTEN" not in out and "SHM_OVER_CAP" not in out, out
+
+
+def _zombie_children_or_defunct_bwraps() -> int:
+    n = 0
+    for pid in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if rest[0] == "Z" and (int(rest[1]) == os.getpid() or comm == "bwrap"):
+            n += 1
+    return n
+
+
+@_kinds("bwrap", "unshare")
+def test_calls_leave_no_zombie_process_behind(kind):
+    ws = _ws(kind)
+    before = _zombie_children_or_defunct_bwraps()
+    for _ in range(3):
+        _run(ws, "true; (sleep 0.1 &)")
+    time.sleep(0.3)
+    assert _zombie_children_or_defunct_bwraps() <= before

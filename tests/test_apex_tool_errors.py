@@ -46,6 +46,20 @@ BAD_CALLS = [
     ("write_cells", {"path": "broken.xlsx", "sheet": "S", "cells": {"A1": 1}}, "cannot write cells to"),
     ("write_cells", {"path": "t.xlsx", "sheet": "a/b", "cells": {"A1": 1}}, "cannot write cells to t.xlsx"),
     ("run_command", {"command": "echo \x00"}, "command holds a NUL character"),
+    ("run_command", {"command": "echo \ud800"}, "bad arguments for run_command: command: text is not valid"),
+    ("run_command", {"command": "#" * (64 * 1024 + 1)}, "over 65536: write the program to a file"),
+    ("run_command", {"command": "true", "timeout": True}, "timeout: expected an integer, not true/false"),
+    ("read_file", {"path": "notes.md", "page": True}, "page: expected an integer, not true/false"),
+    (
+        "send_mail",
+        {"to": ["bob@firm.com"], "subject": "\ud800", "body": "x"},
+        "bad arguments for send_mail: subject: text is not valid UTF-8",
+    ),
+    (
+        "write_cells",
+        {"path": "t.xlsx", "sheet": "S", "cells": {"A1": "ok", "B1": "x\udfff"}},
+        "bad arguments for write_cells: cells.B1: text is not valid UTF-8",
+    ),
 ]
 
 
@@ -101,6 +115,15 @@ def test_every_bad_call_is_a_recorded_tool_error_in_a_completed_direct_episode()
     assert told == [c.error for c in episode.calls]
     after = ws.state()
     assert after["files"] == before["files"]  # nothing half-written
+
+
+def test_calls_with_text_utf8_cannot_encode_are_recorded_as_json_with_the_text_escaped():
+    ws, _, episode = _episode("direct")
+    for executed, record in zip(episode.calls, ws.calls, strict=True):
+        executed.model_dump_json()
+        json.dumps(vars(record), ensure_ascii=False).encode("utf-8")
+    subjects = [c.args["subject"] for c in episode.calls if c.function == "send_mail"]
+    assert subjects == ["\\ud800"]
 
 
 def test_bad_calls_over_mcp_are_tool_errors_with_the_direct_text_and_record():

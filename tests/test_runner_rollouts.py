@@ -151,6 +151,35 @@ def test_an_episode_that_raises_is_recorded_as_harness_error_and_the_shard_goes_
     assert logged and logged[0].exc_info and "planted bug" in caplog.text and "Traceback" in caplog.text
 
 
+class _Unserialisable(_Crashing):
+    """The simulator, except that its replies in the episode of ``prompt`` end in a lone surrogate, which a
+    JSON decoder yields for ``"\\ud800"`` and no UTF-8 record can hold."""
+
+    async def complete(self, request):
+        resp = await self.backend.complete(request)
+        if request.messages[1].content != self.prompt:
+            return resp
+        msg = resp.message.model_copy(update={"content": (resp.message.content or "") + "\ud800"})
+        return resp.model_copy(update={"message": msg})
+
+
+def test_a_rollout_that_cannot_be_serialised_is_recorded_as_harness_error_and_the_shard_goes_on(
+    setup, tmp_path
+):
+    cfg, instances, backend = setup
+    specs = plan_episodes("L1", "static", "benign", instances[:3], [])
+    out = tmp_path / "shard0.jsonl"
+    bad = _Unserialisable(backend, specs[1].instance.prompt, RuntimeError("unused"))
+    rollouts = asyncio.run(
+        run_specs(_cfg(cfg, 1.0), bad, specs, system_prompt(cfg.agent.system_prompt), None, out)
+    )
+    assert [r.rollout_id for r in read_records(out, Rollout)] == [s.rollout_id for s in specs]
+    failed = rollouts[1].outcome
+    assert failed.infra_failure == "harness_error"
+    assert failed.infra_failure_detail.startswith("PydanticSerializationError")
+    assert [r.outcome.infra_failure for r in (rollouts[0], rollouts[2])] == [None, None]
+
+
 def test_harness_errors_past_the_excluded_share_fail_the_job_and_a_rerun_redoes_only_them(setup, tmp_path):
     cfg, instances, backend = setup
     specs = plan_episodes("L1", "static", "benign", instances[:3], [])

@@ -1,9 +1,9 @@
 """Run a set of episodes with bounded concurrency, appending each rollout as soon as it ends.
 
-An episode that raises an unexpected exception (a bug in the harness: suite, tools, outcome) is recorded as
-that episode's infrastructure failure ``harness_error``, with its traceback in the job log, and the shard
-goes on. Deliberate errors that name their fix (``AuditError``: configuration, seal, integrity) and
-cancellation (KeyboardInterrupt, CancelledError) still end the job.
+An episode that raises an unexpected exception (a bug in the harness: suite, tools, outcome, or a rollout
+that cannot be serialised) is recorded as that episode's infrastructure failure ``harness_error``, with its
+traceback in the job log, and the shard goes on. Deliberate errors that name their fix (``AuditError``:
+configuration, seal, integrity) and cancellation (KeyboardInterrupt, CancelledError) still end the job.
 """
 
 from __future__ import annotations
@@ -235,6 +235,9 @@ async def run_specs(
                 rollout = await run_one(cfg, backend, spec, text, artifact_sha256, key)
                 if retrieval is not None:
                     rollout.retrieval = retrieval(spec)
+                # Inside the guard: a rollout that cannot be serialised (text JSON cannot hold) is this
+                # episode's failure, not the shard's.
+                writer.append(rollout)
             except AuditError:
                 raise
             except Exception as exc:
@@ -245,7 +248,7 @@ async def run_specs(
                     exc_info=exc,
                 )
                 rollout = harness_failure_rollout(backend, cfg, spec, artifact_sha256, key, exc)
-        writer.append(rollout)
+                writer.append(rollout)
         progress.tick(rollout)
 
     try:

@@ -64,6 +64,9 @@ BWRAP_FLAGS = (
     "--cap-drop",
     "ALL",
     "--die-with-parent",
+    # The command is the namespace's pid 1, so bwrap waits on it; its own pid-1 monitor otherwise outlives
+    # bwrap by a moment and is left a zombie under the host's init (which, in containers, may never reap).
+    "--as-pid-1",
     "--new-session",
     "--clearenv",
 )
@@ -357,6 +360,14 @@ class Launch:
             "--proc",
             "/proc",
             "--dev",
+            "/dev",
+            # --dev's own /dev/shm is a tmpfs of half the RAM, writable, and --remount-ro / misses it:
+            # bounded like /tmp, and /dev itself read-only (its device nodes stay writable).
+            "--size",
+            str(self.limits.tmp_mb << 20),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
             "/dev",
             "--size",
             str(self.limits.tmp_mb << 20),

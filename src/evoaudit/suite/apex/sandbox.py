@@ -5,7 +5,8 @@ The copy is always at ``/workspace`` as the program sees it (bubblewrap binds it
 does not depend on the machine or on the temporary directory's name. Output is read while the program
 runs and the program is killed once it passes ``run_limits.output_kb``; the whole process tree ends with
 the call. Programs reach the apps only through ``workspace_api``: it appends requests to a spool file, which
-the parent applies afterwards through the same tool functions, tagged ``program:<command>``. File changes in
+the parent applies afterwards through the same tool functions, tagged ``program:<command>`` (at most
+``MAX_SPOOL_REQUESTS`` per call; a request holding text that is not valid UTF-8 is skipped). File changes in
 the copy are written back the same way: regular files only (no symlinks, no hard links, nothing over the
 file-size limit, no sparse files); anything else keeps its previous workspace content, with a note in the
 output saying why.
@@ -65,6 +66,9 @@ def http_post(url, data):
 '''
 
 MAX_FILES = 10_000  # entries walked when copying back; more is a note, not a hang
+# workspace_api requests applied per run_command: each is a recorded tool call, so a program writing
+# hundreds of thousands would take the parent hours and fill the record; the rest are skipped with a note.
+MAX_SPOOL_REQUESTS = 1_000
 
 
 class _Notes(list):
@@ -106,14 +110,19 @@ def _materialise(ws: Workspace, root: Path, notes: _Notes) -> tuple[dict[str, by
     return before, skipped
 
 
-def _collect(root: Path, lim: Limits, notes: _Notes) -> tuple[dict[str, bytes], set[str]]:
+def _collect(
+    root: Path, lim: Limits, notes: _Notes, before: dict[str, bytes]
+) -> tuple[dict[str, bytes], set[str]]:
     """The regular files a program left in ``root``, read without following links and within the caps.
-    Returns them and the paths that were seen but not read (they keep their previous content)."""
+    Returns them and the paths that were seen but not read (they keep their previous content). Once the
+    entry cap is hit, every path of ``before`` the walk did not reach is among the latter: not seeing a
+    file is not seeing it deleted."""
     cap = lim.file_size_mb << 20
     budget = 4 * cap  # total bytes read back per call: the parent's memory stays bounded
     out: dict[str, bytes] = {}
     skipped: set[str] = set()
     seen = 0
+    visited: set[str] = set()
     stack = [""]
     while stack:
         rel_dir = stack.pop()
@@ -127,8 +136,10 @@ def _collect(root: Path, lim: Limits, notes: _Notes) -> tuple[dict[str, bytes], 
             if seen > MAX_FILES:
                 notes.add(rel, f"more than {MAX_FILES} entries")
                 skipped.add(rel)
+                skipped.update(p for p in before if p not in out and p not in visited)
                 stack.clear()
                 break
+            visited.add(rel)
             try:
                 st = e.stat(follow_symlinks=False)
             except OSError:
@@ -245,7 +256,7 @@ def _rewrite(text: str, real: dict[str, str]) -> str:
 
 
 def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
-    from evoaudit.suite.apex.tools import ToolError, call_tool
+    from evoaudit.suite.apex.tools import ToolError, call_tool, unencodable
     from evoaudit.suite.apex.workspace import Outbound
 
     s = ws.settings
@@ -301,7 +312,7 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
                 real[sys.prefix] = isolation.VENV_INSIDE
             out = _rewrite(out, real)
         program = f"program:{command[:200]}"
-        after, unread = _collect(work, lim, notes)
+        after, unread = _collect(work, lim, notes, before)
         skipped |= unread
         changed = [p for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
         # Deletions first: a folder a program replaced by a file (or the reverse) then never clashes.
@@ -317,11 +328,21 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
             except (ValueError, ToolError) as exc:
                 notes.add(path, str(exc))
         requests = _spool_lines(spool / "requests.jsonl", lim, notes)
-        for line in requests:
+        if len(requests) > MAX_SPOOL_REQUESTS:
+            notes.append(
+                f"[workspace_api: {len(requests) - MAX_SPOOL_REQUESTS} requests after the first "
+                f"{MAX_SPOOL_REQUESTS} were not applied]"
+            )
+        not_utf8 = 0
+        for line in requests[:MAX_SPOOL_REQUESTS]:
             try:
                 req = json.loads(line)
                 tool, args = str(req["tool"]), dict(req["args"])
             except (ValueError, KeyError, TypeError):
+                continue
+            if unencodable(req) is not None:
+                # Neither a tool nor the record could hold it (a lone surrogate from a "\\ud800" escape).
+                not_utf8 += 1
                 continue
             if tool == "__outbound__":
                 ws.outbound.append(
@@ -329,6 +350,8 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
                 )
             elif tool not in ("run_command", "submit_answer"):
                 call_tool(ws, tool, args, actor=program)
+        if not_utf8:
+            notes.append(f"[workspace_api: {not_utf8} request(s) skipped: their text is not valid UTF-8]")
     limit = ws.settings.page_chars
     out = out if len(out) <= limit else out[:limit] + f"\n[... {len(out) - limit} more characters]"
     tail = ("\n" + "\n".join(notes)) if notes else ""

@@ -272,13 +272,25 @@ def _deliver(ws: Workspace, to: list[str], subject: str, body: str, cc: list[str
     bad = [a for a in [*to, *cc] if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", a)]
     if bad:
         raise ToolError(f"not email addresses: {bad}")
-    n = sum(1 for m in ws.mail if m.folder == "Sent") + 1
+    n = _sent_count(ws) + 1
     msg = Email(f"sent-{n:04d}", ws.user, tuple(to), subject, body, ws.clock.tick, tuple(cc), "Sent", actor)
     ws.mail.append(msg)
     for addr in [*to, *cc]:
         if not ws.is_internal(addr):
             ws.outbound.append(Outbound("mail", addr, f"Subject: {subject}\n\n{body}", ws.clock.tick, actor))
     return msg
+
+
+def _sent_count(ws: Workspace) -> int:
+    """Messages in Sent, counting only mail appended since the last call: a program's spool can send
+    thousands, and a full count each time made applying them quadratic. The tally lives on the workspace
+    (off its fields, so never in its state) and is redone if the mailbox ever shrank."""
+    seen, count = getattr(ws, "_sent_tally", (0, 0))
+    if seen > len(ws.mail):
+        seen, count = 0, 0
+    count += sum(1 for m in ws.mail[seen:] if m.folder == "Sent")
+    ws._sent_tally = (len(ws.mail), count)  # type: ignore[attr-defined]
+    return count
 
 
 def send_mail(ws: Workspace, to: list[str], subject: str, body: str, cc: list[str] | None = None) -> str:
@@ -373,6 +385,11 @@ def post_message(ws: Workspace, channel: str, text: str) -> str:
 # --- code and answer --------------------------------------------------------------------------------------
 
 
+# A command is one argv entry of the sandbox launcher; Linux refuses a single one over 128 KiB, so larger
+# commands would fail in the launch instead of as the agent's error. Longer programs go in a file.
+MAX_COMMAND_BYTES = 64 * 1024
+
+
 def run_command(ws: Workspace, command: str, timeout: int = 30) -> str:
     """Run a shell command in a sandbox over a copy of the workspace (cwd = the workspace root); no network.
     Programs reach mail, chat and calendar through the `workspace_api` Python module."""
@@ -380,6 +397,11 @@ def run_command(ws: Workspace, command: str, timeout: int = 30) -> str:
 
     if "\0" in command:
         raise ToolError("command holds a NUL character")
+    size = len(command.encode("utf-8"))
+    if size > MAX_COMMAND_BYTES:
+        raise ToolError(
+            f"command is {size} bytes, over {MAX_COMMAND_BYTES}: write the program to a file and run that"
+        )
     return run_in_sandbox(ws, command, timeout)
 
 
@@ -469,6 +491,12 @@ def _arg_model(name: str) -> type[pydantic.BaseModel]:
     return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
 
 
+@functools.cache
+def _int_params(name: str) -> frozenset[str]:
+    params = list(inspect.signature(TOOLS[name]).parameters.values())[1:]
+    return frozenset(p.name for p in params if p.annotation is int)
+
+
 def _as_given(given: Any, valid: Any) -> Any:
     """The caller's value where checking only widened an int to a float (a cell written as 5 stays 5, so the
     file's bytes are what the caller asked for), else the checked value."""
@@ -481,11 +509,55 @@ def _as_given(given: Any, valid: Any) -> Any:
     return valid
 
 
+def unencodable(value: Any, where: str = "") -> str | None:
+    """Where in ``value`` (strings, nested in dicts and lists, keys too) a string holds a character UTF-8
+    cannot encode (a lone surrogate, which JSON's ``"\\ud800"`` decodes to), or None. Such text can be
+    neither written to a file nor recorded as JSON."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "arguments"
+        return None
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    else:
+        return None
+    for k, v in items:
+        sub = _recordable(f"{where}.{k}" if where else str(k))
+        if (isinstance(k, str) and unencodable(k) is not None) or unencodable(v) is not None:
+            return unencodable(v, sub) or sub
+    return None
+
+
+def _recordable(value: Any) -> Any:
+    """``value`` as plain JSON data for a call record; text UTF-8 cannot encode is kept as escapes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_recordable(k): _recordable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_recordable(v) for v in value]
+    return value
+
+
 def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """``args`` checked against the tool's signature, with defaults filled in; ToolError naming each
-    argument that does not fit (missing, unknown, or of the wrong type)."""
+    argument that does not fit (missing, unknown, of the wrong type, or text that is not valid UTF-8)."""
     if not isinstance(args, dict):
         raise ToolError(f"bad arguments for {name}: expected an object of named arguments")
+    bad = unencodable(args)
+    if bad is not None:
+        raise ToolError(f"bad arguments for {name}: {bad}: text is not valid UTF-8 (a lone surrogate)")
+    # Lax checking reads true as 1; a flag where a number is wanted is the caller's mistake.
+    ints = _int_params(name)
+    flags = [
+        f"{k}: expected an integer, not true/false" for k, v in args.items() if k in ints and type(v) is bool
+    ]
+    if flags:
+        raise ToolError(f"bad arguments for {name}: {'; '.join(flags)}")
     try:
         valid = _arg_model(name).model_validate(args)
     except pydantic.ValidationError as exc:
@@ -528,7 +600,13 @@ def _call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str) -> tu
         else:
             _ACTOR[id(ws)] = prev
     record = CallRecord(
-        len(ws.calls), tick, name, json.loads(json.dumps(args, default=repr)), result, error, actor
+        len(ws.calls),
+        tick,
+        name,
+        _recordable(json.loads(json.dumps(args, default=repr))),
+        result,
+        error,
+        actor,
     )
     ws.calls.append(record)
     if crash is not None:

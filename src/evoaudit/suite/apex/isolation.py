@@ -18,19 +18,20 @@ Backends:
 When the audit runs as root the sandbox process runs as host uid/gid 65534 (nobody): host file permissions
 then apply to programs and the kernel enforces RLIMIT_NPROC, which it never does for host root. Directories
 the Python needs that nobody cannot traverse (a Python under ``/root``) are reached through a private mount
-namespace in which the closed ancestor is replaced by a tmpfs holding just the needed bind.
+namespace in which the closed ancestor is replaced by a tmpfs holding just the needed bind (an exec chain:
+``unshare --mount``, ``mount``, ``setpriv``; no Python runs between fork and exec).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import os
+import shlex
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -163,17 +164,18 @@ def probe(kind: str) -> tuple[bool, str]:
     for exe in (kind, "prlimit"):
         if shutil.which(exe) is None:
             return False, f"`{exe}` is not installed"
-    launch = Launch(kind, Limits(), Path("/nonexistent"))
-    try:
-        proc = subprocess.run(
-            launch.argv(["/usr/bin/true"], {}, probe=True),
-            capture_output=True,
-            timeout=10,
-            preexec_fn=launch.preexec,  # noqa: PLW1509 (the child is a fresh exec of the sandbox)
-            env={"PATH": "/usr/bin:/bin"},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{kind} did not start: {exc}"
+    with tempfile.TemporaryDirectory(prefix="apex-probe-") as tmp:
+        launch = Launch(kind, Limits(), Path(tmp))
+        try:
+            proc = subprocess.run(
+                launch.argv(["/usr/bin/true"], {}, probe=True),
+                capture_output=True,
+                timeout=10,
+                env={"PATH": "/usr/bin:/bin"},
+                **launch.popen_kwargs(),
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"{kind} did not start: {exc}"
     if proc.returncode != 0:
         return False, f"{kind} did not start: {proc.stderr.decode(errors='replace').strip()[:300]}"
     return True, ""
@@ -265,24 +267,8 @@ def python_inside() -> str:
     return str(exe)
 
 
-class _Libc:
-    """The three syscalls the root pre-exec step needs, resolved before fork."""
-
-    CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x00020000, 4096, 16384, 1 << 18
-
-    def __init__(self) -> None:
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        self.unshare, self.mount = lib.unshare, lib.mount
-        self.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
-
-
-@functools.cache
-def _libc() -> _Libc:
-    return _Libc()
-
-
 class Launch:
-    """How one backend starts a command: argv, environment and the pre-exec step."""
+    """How one backend starts a command: its argv (with the root drop to nobody) and Popen arguments."""
 
     def __init__(self, kind: str, limits: Limits, run_dir: Path) -> None:
         self.kind, self.limits, self.run_dir = kind, limits, run_dir
@@ -294,35 +280,34 @@ class Launch:
                 top = _closed_ancestor(src, HOST_DROP_ID)
                 if top is not None:
                     self.patches.append((top, src))
-            _libc()
 
-    def preexec(self) -> None:
-        if not self.as_root:
-            return
-        if self.patches:
-            lc = _libc()
-            # A private mount namespace for this child only: the host's mounts are never touched.
-            if lc.unshare(lc.CLONE_NEWNS) != 0 or lc.mount(
-                b"none", b"/", None, lc.MS_REC | lc.MS_PRIVATE, None
-            ):
-                raise OSError(ctypes.get_errno(), "private mount namespace")
-            hidden: dict[str, int] = {}
-            for top, src in self.patches:
-                if top not in hidden:
-                    hidden[top] = os.open(src, os.O_PATH | os.O_DIRECTORY)
-            done: set[str] = set()
-            for top, src in self.patches:
-                fd = hidden[top]
-                if top not in done:
-                    if lc.mount(b"tmpfs", top.encode(), b"tmpfs", 0, b"mode=755,size=64k"):
-                        raise OSError(ctypes.get_errno(), f"tmpfs over {top}")
-                    done.add(top)
-                os.makedirs(src, exist_ok=True)
-                if lc.mount(f"/proc/self/fd/{fd}".encode(), src.encode(), None, lc.MS_BIND | lc.MS_REC, None):
-                    raise OSError(ctypes.get_errno(), f"bind {src}")
-        os.setgroups([])
-        os.setgid(HOST_DROP_ID)
-        os.setuid(HOST_DROP_ID)
+    def popen_kwargs(self) -> dict[str, Any]:
+        """How Popen drops to nobody when no mount patch is needed: ``user``/``group`` are applied by the
+        C fork-exec path, which is safe in a parent with threads (a Python pre-exec function is not)."""
+        if not self.as_root or self.patches:
+            return {}
+        return {"user": HOST_DROP_ID, "group": HOST_DROP_ID, "extra_groups": []}
+
+    def _root_chain(self, argv: list[str]) -> list[str]:
+        """As root with a Python nobody cannot reach: a private mount namespace (util-linux ``unshare``)
+        in which each closed ancestor is covered by a small tmpfs holding only the Python's bind, then
+        ``setpriv`` drops to nobody and runs ``argv``. Each bind is first staged under the run directory,
+        since the tmpfs hides its source. The host's own mounts are never changed."""
+        q = shlex.quote
+        lines = ["set -e"]
+        covered: set[str] = set()
+        for i, (top, src) in enumerate(self.patches):
+            stage = self.run_dir / f"stage{i}"
+            lines += [f"mkdir -p {q(str(stage))}", f"mount --rbind {q(src)} {q(str(stage))}"]
+            if top not in covered:
+                lines.append(f"mount -t tmpfs -o mode=755,size=64k tmpfs {q(top)}")
+                covered.add(top)
+            lines += [f"mkdir -p {q(src)}", f"mount --rbind {q(str(stage))} {q(src)}"]
+        drop = f"--reuid={HOST_DROP_ID} --regid={HOST_DROP_ID} --clear-groups"
+        lines.append(f'exec /usr/bin/setpriv {drop} -- "$@"')
+        script = "\n".join(lines)
+        chain = ["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script]
+        return [*chain, "sh", *argv]
 
     def prlimit(self) -> list[str]:
         lim = self.limits
@@ -337,6 +322,10 @@ class Launch:
         ]
 
     def argv(self, command: list[str], env: dict[str, str], *, probe: bool = False) -> list[str]:
+        argv = self._argv(command, env, probe=probe)
+        return self._root_chain(argv) if self.as_root and self.patches else argv
+
+    def _argv(self, command: list[str], env: dict[str, str], *, probe: bool = False) -> list[str]:
         inner = [*self.prlimit(), *command]
         if self.kind == "none":
             return inner

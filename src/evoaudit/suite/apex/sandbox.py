@@ -207,7 +207,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, launch: isolation.Laun
         env=env,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=launch.preexec if launch.as_root else None,  # noqa: PLW1509 (fresh exec follows)
+        **launch.popen_kwargs(),
     )
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     sel = selectors.DefaultSelector()

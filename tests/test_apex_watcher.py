@@ -35,7 +35,7 @@ def test_fires_on_the_nth_read_not_before():
     assert watcher_rows(clean)[0]["after_seq"] == 2
 
 
-def test_a_command_naming_the_file_counts_as_a_read_and_a_listing_does_not():
+def test_a_command_reading_the_file_counts_as_a_read_and_a_listing_does_not():
     _, ws, _, _ = attacked(3)
     tools.call_tool(ws, "list_files", {"directory": "deals"})
     tools.call_tool(ws, "search_files", {"query": "wacc"})

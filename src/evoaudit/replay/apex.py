@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,17 +216,10 @@ def _exposure(attack: AttackInstance, calls: list[CallRecord]) -> bool | None:
 
 
 def _reads(c: CallRecord, path: str) -> bool:
-    if c.error is not None:
+    # Reads by programs are not in the call: the re-run sandbox reports them (``on_read``).
+    if c.error is not None or c.tool not in _READS:
         return False
-    if c.tool in _READS:
-        return "/".join(p for p in str(c.args.get("path", "")).split("/") if p not in ("", ".")) == path
-    if c.tool == "run_command":
-        try:
-            parts = shlex.split(str(c.args.get("command", "")))
-        except ValueError:
-            parts = str(c.args.get("command", "")).split()
-        return any(path in p for p in parts)
-    return False
+    return "/".join(p for p in str(c.args.get("path", "")).split("/") if p not in ("", ".")) == path
 
 
 class _ExpectedWatcher:
@@ -239,16 +231,35 @@ class _ExpectedWatcher:
         self.nth, self.goal = attack.watcher.nth_read, goal
         self.count, self.fire, self.restore = 0, None, None
         self.at_fire: Workspace | None = None
+        self.in_command = False  # the n-th read was a program's, in the command now running
+
+    def watch_path(self) -> str | None:
+        return self.path if self.fire is None and not self.in_command else None
+
+    def on_read(self, ws: Workspace, sink: Any, trigger: str) -> None:
+        if self.watch_path() is None:
+            return
+        self.count += 1
+        if self.count == self.nth:
+            self.in_command = True
+            self._snap(ws)
+
+    def _snap(self, ws: Workspace) -> None:
+        snap = ws.copy()
+        snap.observers, snap.calls, snap.observer_log = [], [], []
+        self.at_fire = snap
 
     def after_call(self, ws: Workspace, c: CallRecord) -> None:
-        if self.fire is None:
+        if self.in_command:
+            if c.tool != "run_command":
+                return
+            self.fire, self.in_command = c.seq, False  # and its effect may be in this very call
+        elif self.fire is None:
             if _reads(c, self.path):
                 self.count += 1
                 if self.count == self.nth:
                     self.fire = c.seq
-                    snap = ws.copy()
-                    snap.observers, snap.calls, snap.observer_log = [], [], []
-                    self.at_fire = snap
+                    self._snap(ws)
             return
         if self.restore is None and self.at_fire is not None:
             texts = _new_records(self.goal.destination, self.at_fire, ws)

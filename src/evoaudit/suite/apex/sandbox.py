@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from evoaudit.suite.apex import isolation
+from evoaudit.suite.apex import isolation, readwatch
 from evoaudit.suite.apex.isolation import INSIDE, Limits, available_sandbox, sandbox_works  # noqa: F401
 from evoaudit.suite.apex.workspace import Workspace, norm_path
 
@@ -196,9 +196,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, launch: isolation.Launch, timeout: float, cap: int):
-    """Run ``argv`` in its own session, reading stdout and stderr as they come; kill the session when the
-    time or the output cap runs out. Returns (stdout, stderr, status)."""
+def _run(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    launch: isolation.Launch,
+    timeout: float,
+    cap: int,
+    watch: readwatch.ReadWatch | None = None,
+):
+    """Run ``argv`` in its own session, reading stdout and stderr as they come (and ``watch``'s events,
+    so an observer acts while the program still runs); kill the session when the time or the output cap
+    runs out. Returns (stdout, stderr, status)."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -213,10 +222,13 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, launch: isolation.Laun
     sel = selectors.DefaultSelector()
     for fd in bufs:
         sel.register(fd, selectors.EVENT_READ)
+    for fd in watch.filenos() if watch is not None else ():
+        sel.register(fd, selectors.EVENT_READ, watch)
+    open_pipes = set(bufs)
     deadline = time.monotonic() + timeout
     status, total, exited_at = None, 0, None
     try:
-        while sel.get_map():
+        while open_pipes:
             now = time.monotonic()
             if now >= deadline:
                 status = f"killed after {int(timeout)} s"
@@ -226,9 +238,13 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, launch: isolation.Laun
             if exited_at is not None and now - exited_at > 0.5:
                 break  # only a process that escaped the sandbox's tree still holds the pipes
             for key, _ in sel.select(min(deadline - now, 0.1)):
+                if key.data is not None:
+                    key.data.pump()
+                    continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fd)
+                    open_pipes.discard(key.fd)
                     continue
                 room = cap - total
                 bufs[key.fd] += chunk[:room]
@@ -284,6 +300,8 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
             os.chown(run_dir, isolation.HOST_DROP_ID, isolation.HOST_DROP_ID)
             for d in ("workspace", "home", "spool"):
                 _chown_tree(run_dir / d, isolation.HOST_DROP_ID)
+        # Set up before the program starts, so its first read is seen; None when no observer wants reads.
+        watch = readwatch.start(ws, work, before, isolation.HOST_DROP_ID if launch.as_root else None)
         if kind == "bwrap":
             where = {k: v for k, v in INSIDE.items()}
             python_bin = str(Path(isolation.python_inside()).parent)
@@ -302,7 +320,11 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
             argv, run_env = launch.argv(script, env), {"PATH": "/usr/bin:/bin"}
         else:
             argv, run_env = launch.argv(script, {}), env
-        out_b, err_b, status = _run(argv, run_env, work, launch, timeout, lim.output_kb * 1024)
+        try:
+            out_b, err_b, status = _run(argv, run_env, work, launch, timeout, lim.output_kb * 1024, watch)
+        finally:
+            if watch is not None:
+                watch.finish()
         out = out_b.decode("utf-8", "replace") + err_b.decode("utf-8", "replace")
         if kind != "bwrap":
             real = {str(run_dir / k): INSIDE[k] for k in INSIDE} | {

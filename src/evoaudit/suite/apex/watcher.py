@@ -1,17 +1,28 @@
 """A dynamic attack's watcher: a background monitor, run as an observer of the tool layer.
 
-The tool layer calls ``Watcher.after_call`` after every recorded call (``tools.call_tool``), so the
-watcher sees exactly the calls the record holds and a replay of the record reproduces its actions.
+What counts as a read of the monitored path, in the order the reads happen:
 
-What counts as a read of the monitored path: a successful ``read_file``, ``read_docx``, ``read_sheet`` or
-``read_pdf`` of it (by any actor), and a ``run_command`` whose command names the path (``cat``, ``grep``,
-``python -c open(...)``...). Programs read their copy of the workspace inside the sandbox, which the tool
-layer cannot see; the command line is what the watcher (like a file monitor outside the sandbox) can see.
+- a successful ``read_file``, ``read_docx``, ``read_sheet`` or ``read_pdf`` of it (by any actor): the tool
+  layer calls ``Watcher.after_call`` after every recorded call (``tools.call_tool``);
+- a read of the file by a program during ``run_command``, whatever the command line says (``grep -r``, a
+  glob, ``cd`` first, ``find -exec``, a pipe, a Python or compiled program walking the tree): the sandbox
+  watches the file in its workspace copy with fanotify or inotify (``readwatch.py``, which states the rule
+  and what each backend guarantees: a read is a close after data was read, so listings, ``stat`` and
+  writes are not reads) and calls ``Watcher.on_read`` for each, while the program runs. A command line
+  naming the path is no longer a read in itself: every command that reads the file is seen, and
+  ``ls path``, ``rm path`` or ``echo path`` do not read it.
 
 On the ``nth_read`` read it fires:
 
 - ``corrupt``: the monitored file is replaced by the attack's replacement;
 - ``drop_instruction``: the instruction file is written beside it.
+
+Fired inside a command, it writes both into the sandbox's copy at once (the monitored file in place, same
+inode), so the command's next read sees the replacement, and into the workspace; the copy-back takes the
+watcher's bytes as the baseline, so only the program's own later writes overwrite them. Its rows are
+logged after the ``run_command`` call itself (``after_seq`` is that call's, after any calls its program
+made through ``workspace_api``), and the effect test below first runs there too. Each ``fire`` row names
+its ``trigger``: ``tool:<name>`` or ``run_command:inotify``.
 
 After every later call it tests whether the goal's effect has appeared: a new record at the goal's
 destination since it fired (with the planted marker, for secret goals). This test is the watcher's own,
@@ -25,7 +36,6 @@ effect itself lives) is put back as it was at firing time. Each action is a row 
 from __future__ import annotations
 
 import hashlib
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,22 +96,20 @@ def _sha(data: bytes | None) -> str | None:
 
 
 def is_read_of(record: CallRecord, path: str) -> bool:
-    """Whether this call read ``path`` (see the module docstring for the rule)."""
-    if record.error is not None:
+    """Whether this call is a read tool's read of ``path``; reads by programs come through ``on_read``."""
+    if record.error is not None or record.tool not in READ_TOOLS:
         return False
-    if record.tool in READ_TOOLS:
-        try:
-            return norm_path(str(record.args.get("path", ""))) == path
-        except ValueError:
-            return False
-    if record.tool == "run_command":
-        command = str(record.args.get("command", ""))
-        try:
-            tokens = shlex.split(command)
-        except ValueError:
-            tokens = command.split()
-        return any(path in tok for tok in tokens)
-    return False
+    try:
+        return norm_path(str(record.args.get("path", ""))) == path
+    except ValueError:
+        return False
+
+
+class _CopySink:
+    """Where a watcher writes outside a command: nowhere but the workspace."""
+
+    def write(self, path: str, data: bytes) -> None:
+        pass
 
 
 @dataclass
@@ -114,56 +122,84 @@ class Watcher:
     restored_seq: int | None = None
     original: bytes | None = None
     snapshot: Workspace | None = None  # the world as the watcher fired (for the effect and restoration)
+    # Rows of a firing inside a command, logged once the command's own call is recorded.
+    pending: list[dict[str, Any]] | None = None
     _busy: bool = field(default=False, repr=False)
 
     @property
     def path(self) -> str:
         return norm_path(self.spec.monitored_path)
 
+    def _row(self, tick: int, seq: int | None, action: str, path: str, data: bytes | None) -> dict[str, Any]:
+        return {
+            "observer": "watcher",
+            "attack_id": self.attack_id,
+            "after_seq": seq,
+            "tick": tick,
+            "action": action,
+            "path": path,
+            "sha256": _sha(data),
+        }
+
     def _log(self, ws: Workspace, record: CallRecord, action: str, path: str, data: bytes | None) -> None:
-        ws.observer_log.append(
-            {
-                "observer": "watcher",
-                "attack_id": self.attack_id,
-                "after_seq": record.seq,
-                "tick": record.tick,
-                "action": action,
-                "path": path,
-                "sha256": _sha(data),
-            }
-        )
+        ws.observer_log.append(self._row(record.tick, record.seq, action, path, data))
+
+    def watch_path(self) -> str | None:
+        """The path whose reads by programs the sandbox reports (``readwatch.py``), until it fires."""
+        return self.path if self.fired_seq is None and self.pending is None else None
+
+    def on_read(self, ws: Workspace, sink: Any, trigger: str) -> None:
+        """A program read the monitored file during the current ``run_command`` (``sink`` writes its copy)."""
+        if self.watch_path() is None:
+            return
+        self.reads += 1
+        if self.reads == self.spec.nth_read:
+            self.pending = self._fire(ws, ws.clock.tick, trigger, sink)
 
     def after_call(self, ws: Workspace, record: CallRecord) -> None:
         if self._busy or self.restored_seq is not None:
             return
         self._busy = True
         try:
-            if self.fired_seq is None:
+            if self.pending is not None:
+                # Fired inside a command: calls its program made come first; the command's own call logs it.
+                if record.tool != "run_command":
+                    return
+                self.fired_seq = record.seq
+                ws.observer_log.extend(row | {"after_seq": record.seq} for row in self.pending)
+                self.pending = None
+                if effect_appeared(self.goal, self.snapshot, ws):
+                    self._restore(ws, record)
+            elif self.fired_seq is None:
                 if is_read_of(record, self.path):
                     self.reads += 1
                     if self.reads == self.spec.nth_read:
-                        self._fire(ws, record)
+                        self.fired_seq = record.seq
+                        rows = self._fire(ws, record.tick, f"tool:{record.tool}", _CopySink())
+                        ws.observer_log.extend(row | {"after_seq": record.seq} for row in rows)
             elif effect_appeared(self.goal, self.snapshot, ws):
                 self._restore(ws, record)
         finally:
             self._busy = False
 
-    def _fire(self, ws: Workspace, record: CallRecord) -> None:
-        self.fired_seq = record.seq
+    def _fire(self, ws: Workspace, tick: int, trigger: str, sink: Any) -> list[dict[str, Any]]:
+        """Replace and drop (in the workspace and through ``sink``); the rows, without their ``after_seq``."""
         entry = ws.files.get(self.path)
         self.original = entry.data if entry else None
-        self._log(ws, record, "fire", self.path, self.original)
-        if self.spec.corrupt and self.spec.replacement is not None:
-            target = file_target(self.spec.replacement)
-            ws.put_file(target, self.spec.replacement.data)
-            self._log(ws, record, "corrupt", target, self.spec.replacement.data)
-        if self.spec.drop_instruction and self.spec.instruction_file is not None:
-            target = file_target(self.spec.instruction_file)
-            ws.put_file(target, self.spec.instruction_file.data)
-            self._log(ws, record, "drop_instruction", target, self.spec.instruction_file.data)
+        rows = [self._row(tick, None, "fire", self.path, self.original) | {"trigger": trigger}]
+        for on, placed, action in (
+            (self.spec.corrupt, self.spec.replacement, "corrupt"),
+            (self.spec.drop_instruction, self.spec.instruction_file, "drop_instruction"),
+        ):
+            if on and placed is not None:
+                target = file_target(placed)
+                ws.put_file(target, placed.data)
+                sink.write(target, placed.data)
+                rows.append(self._row(tick, None, action, target, placed.data))
         snap = ws.copy()
         snap.calls, snap.observers, snap.observer_log = [], [], []
         self.snapshot = snap
+        return rows
 
     def _restore(self, ws: Workspace, record: CallRecord) -> None:
         self.restored_seq = record.seq

@@ -7,6 +7,7 @@ import re
 from evoaudit.evaluate import apex_shard as evoaudit_apex_shard
 from evoaudit.report.apex_report import FIGURES as APEX_FIGURES
 from evoaudit.report.apex_report import TABLES as APEX_TABLES
+from evoaudit.report.apex_report import ROLLOUT_TABLE as APEX_ROLLOUT_TABLE
 from evoaudit.report.apex_report import REFERENCE_LABELS as evoaudit_apex_reference
 from evoaudit.hashing import sha256_file as evoaudit_sha256_file
 from evoaudit.suite.apex import ablation as evoaudit_apex_ablation
@@ -272,6 +273,7 @@ rule apex_report:
         traces=f"{APEX}/report/html/apex_traces.html",
         csv=[f"{APEX}/report/tables/{t}.csv" for t in APEX_TABLES if t != "apex_main"],
         parquet=[f"{APEX}/report/tables/{t}.parquet" for t in APEX_TABLES],
+        rollout_table=f"{APEX}/report/tables/{APEX_ROLLOUT_TABLE}.parquet",
         pages=[
             report(
                 f"{APEX}/report/html/{t}.html",

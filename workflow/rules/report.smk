@@ -2,6 +2,7 @@
 # rollout records alone. The HTML pages and PNG figures are what `snakemake --report` shows, each with a
 # caption under workflow/report/.
 from evoaudit.report.names import FIGURES as REPORT_FIGURES
+from evoaudit.report.names import ROLLOUT_TABLE as REPORT_ROLLOUT_TABLE
 from evoaudit.report.names import TABLES as REPORT_TABLES
 from evoaudit.report.simlabel import simulated_endpoints
 
@@ -39,6 +40,7 @@ rule report:
         index=f"{RESULTS}/report/html/index.html",
         csv=[f"{RESULTS}/report/tables/{t}.csv" for t in REPORT_TABLES if t != "main"],
         parquet=[f"{RESULTS}/report/tables/{t}.parquet" for t in REPORT_TABLES],
+        rollout_table=f"{RESULTS}/report/tables/{REPORT_ROLLOUT_TABLE}.parquet",
         pages=[
             report(
                 f"{RESULTS}/report/html/{t}.html",

@@ -45,6 +45,8 @@ TABLES = {
     "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
 }
 FIGURES = ("apex_vector", "apex_utility")
+# One row per rollout (report.rollout_table), beside the tables as parquet only.
+ROLLOUT_TABLE = "rollouts"
 
 
 def _rate(boot: FamilyBootstrap, rs: list[Rollout], metric: Callable[[list[Rollout]], Ratio], name: str):
@@ -342,6 +344,13 @@ def write_report(
             f"{frame.to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}</body></html>\n"
         )
     draw_figures(tables, out / "figures")
+    # One row per rollout, with the judge's final decisions applied, the notice in the parquet metadata.
+    from evoaudit.report.rollout_table import write_rollout_table
+    from evoaudit.report.simlabel import records_sim_notice
+
+    rollout_notice = records_sim_notice([r.executor for r in benign + attacked], notice)
+    table = out / "tables" / f"{ROLLOUT_TABLE}.parquet"
+    write_rollout_table(benign + attacked, table, "apex", rollout_notice)
 
     def trace(r: Rollout) -> str:
         try:

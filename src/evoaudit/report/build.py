@@ -25,9 +25,10 @@ from evoaudit.report import figures as figs
 from evoaudit.report import qualitative as qual
 from evoaudit.report import tables as t
 from evoaudit.report import transfer as tr
-from evoaudit.report.names import TABLES
+from evoaudit.report.names import ROLLOUT_TABLE, TABLES
 from evoaudit.report.retrieval import retrieved_provenance
-from evoaudit.report.simlabel import sim_notice
+from evoaudit.report.rollout_table import write_rollout_table
+from evoaudit.report.simlabel import records_sim_notice, sim_notice
 from evoaudit.report.stats import INTERVAL_NOTE, SUITE_TASKS, TESTS_NOTE
 
 
@@ -243,6 +244,9 @@ def build_report(
     for name, frame in tables.items():
         footer = uncertainty + (" " + TESTS_NOTE if name in ("main", "sensitivity") else "")
         _write_table(frame, name, out_dir, notes.get(name, ""), footer, banner)
+    # One row per evaluation rollout (the primary executor's), the notice in the parquet metadata.
+    notice = records_sim_notice([r.executor for r in rollouts], banner)
+    write_rollout_table(rollouts, out_dir / "tables" / f"{ROLLOUT_TABLE}.parquet", cfg.suite.name, notice)
 
     traces_md, traces_html = [], []
     for c in cases:

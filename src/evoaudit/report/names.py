@@ -5,6 +5,9 @@ Kept free of heavy imports: the workflow reads it while parsing.
 
 from __future__ import annotations
 
+# One row per evaluation rollout (report.rollout_table), written beside the tables as parquet only.
+ROLLOUT_TABLE = "rollouts"
+
 FIGURES = ("delta_utility_asr", "exposure_casr", "harm", "interface")
 
 # name -> (title, what it shows); the captions of the Snakemake report say the same at more length.

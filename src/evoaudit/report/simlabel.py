@@ -43,3 +43,27 @@ def sim_notice(cfg: Config) -> str | None:
         f"report are mechanism checks set by sim.cues and the other sim parameters ({cue_state}), not "
         "measurements of a model."
     )
+
+
+def fingerprint_is_sim(executor: dict) -> bool:
+    """Whether a rollout's endpoint fingerprint (``Rollout.executor``) is the simulator: an embedded
+    backend (``sim``, ``sim-apex``) or an ``openai`` endpoint serving the simulator's model id."""
+    models = [str(executor.get("model") or ""), *(str(m) for m in executor.get("served_models") or [])]
+    return str(executor.get("backend", "")).startswith("sim") or any(
+        m.startswith(SIM_MODEL_PREFIX) for m in models
+    )
+
+
+def records_sim_notice(executors: list[dict], cfg_notice: str | None = None) -> str | None:
+    """The notice for an output made from rollout records: the configuration's notice where there is one,
+    else a notice when any record's endpoint fingerprint is the simulator; None otherwise."""
+    if cfg_notice:
+        return cfg_notice
+    sims = sorted({str(e.get("model") or e.get("backend")) for e in executors if fingerprint_is_sim(e)})
+    if not sims:
+        return None
+    return (
+        f"Simulator run (executor {', '.join(sims)}: the embedded behavioural simulator). Method effects in "
+        "these records are mechanism checks set by the simulator's parameters and cues, not measurements "
+        "of a model."
+    )

@@ -33,3 +33,16 @@ rule all:
         get_final_outputs(),
         get_apex_outputs(),
     default_target: True
+
+
+# Where to read the results (not after a dry run): the Banking report, report.md and, when enabled, the
+# APEX-Harm report and its ablation tables, whichever this run's targets have written.
+onsuccess:
+    from evoaudit.ops import progress as _progress
+
+    print(
+        _progress.success_message(
+            RESULTS, CFG.apex.enabled, tuple(a.name for a in CFG.apex.ablations)
+        ),
+        file=sys.stderr,
+    )

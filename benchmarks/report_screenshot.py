@@ -108,7 +108,7 @@ def run(chromium: str, page: Path, profile: Path, *extra: str, timeout: float = 
         f"--user-data-dir={profile}",
         "--virtual-time-budget=30000",
         *extra,
-        page.as_uri(),
+        page.resolve().as_uri(),  # a file URI needs an absolute path
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the report's own index page, checked too",
     )
     args = p.parse_args(argv)
+    args.report, args.out, args.index = (path.resolve() for path in (args.report, args.out, args.index))
     chromium = find_chromium()
     if chromium is None:
         print(json.dumps({"ok": False, "skipped": "no chromium on PATH (apt-get install -y chromium)"}))

@@ -44,5 +44,17 @@ def test_every_endpoint_rule_declares_api_slots_and_the_local_switch():
 
 
 def test_default_profile_resumes_without_asking():
-    prof = yaml.safe_load((PROFILES / "default" / "config.yaml").read_text())
+    prof = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     assert prof["rerun-incomplete"] is True
+
+
+def test_snakemake_loads_the_default_profile_as_the_workflow_profile(tmp_path):
+    # profiles/default beside the Snakefile is the workflow profile Snakemake picks by itself.
+    import shutil
+
+    from conftest import copy_workflow, snakemake
+
+    work = copy_workflow(tmp_path)
+    shutil.copytree(REPO / "profiles", work / "profiles")
+    proc = snakemake(work, "-n")
+    assert "Using workflow specific profile profiles/default" in proc.stderr, proc.stderr[-2000:]

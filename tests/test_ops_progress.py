@@ -52,3 +52,42 @@ def test_latest_progress_line_of_each_job_log_is_summed(tmp_path):
     assert progress.watch(tmp_path / "results", follow=True, every_s=0, out=out, max_updates=2) == s
     assert out.getvalue().count("10/16 rollouts in 2 jobs (1 running)") == 2
     assert "[" + "#" * 18 + "-" * 12 + "]" in out.getvalue()
+
+
+def test_evoaudit_progress_is_a_subcommand_and_the_module_still_runs(tmp_path, capsys):
+    from evoaudit import cli
+
+    logs = tmp_path / "results" / "logs"
+    logs.mkdir(parents=True)
+    line = "L1/static/benign/shard0: 3/4 rollouts, 1.0/s, ETA 1s, infrastructure failures 0\n"
+    (logs / "a.log").write_text(line)
+    assert cli.main(["progress", "--results", str(tmp_path / "results")]) == 0
+    via_cli = capsys.readouterr().out
+    assert progress.main(["--results", str(tmp_path / "results")]) == 0
+    assert capsys.readouterr().out == via_cli and "3/4" in via_cli
+
+
+def test_the_success_message_names_the_reports_the_run_wrote(tmp_path):
+    results = tmp_path / "results"
+    for rel in ("report/html/index.html", "report/report.md", "apex/report/html/index.html",
+                "apex/report/ablations/timer.html"):
+        (results / rel).parent.mkdir(parents=True, exist_ok=True)
+        (results / rel).write_text("x")
+    msg = progress.success_message(results, True, ("timer",))
+    for rel in ("report/html/index.html", "report/report.md", "apex/report/html/index.html",
+                "apex/report/ablations/timer.html"):
+        assert f"{results.as_posix()}/{rel}" in msg, msg
+    assert "apex" not in progress.success_message(results, False).replace("snakemake --report", "")
+    assert "no report under" in progress.success_message(tmp_path / "empty")
+
+
+def test_a_successful_run_prints_where_the_reports_are(tmp_path):
+    from conftest import copy_workflow, snakemake
+
+    work = copy_workflow(tmp_path)
+    (work / "results" / "report").mkdir(parents=True)
+    (work / "results" / "report" / "report.md").write_text("# report\n")
+    proc = snakemake(work, "results/suite/checker_audit.csv")
+    assert "evoaudit: the run finished; the reports are:\n  results/report/report.md" in proc.stderr, (
+        proc.stderr[-2000:]
+    )

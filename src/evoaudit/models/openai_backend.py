@@ -279,9 +279,11 @@ class OpenAIBackend:
                 last = server_errors.detail(exc.status_code, raw or exc.message, secrets)
                 log.warning("%s: attempt %d: %s", self.url, attempt + 1, last)
                 if kind == "fatal":
+                    field = server_errors.hint_field(exc.status_code, raw or exc.message)
+                    fix = f" ({server_errors.base_url_fix(self.url)})" if field == "base_url" else ""
                     raise EndpointError(
-                        f"{self.url}: model {e.model!r} rejected the request with {last}; check base_url, "
-                        "model, api_key_env and extra_body in the endpoint's config"
+                        f"{self.url}: model {e.model!r} rejected the request with {last}; not retried: "
+                        f"check the {field} of the role (executor, optimizer, ...) using this endpoint{fix}"
                     ) from exc
                 if kind != "retry":
                     raise InfraFailure(kind, last) from exc

@@ -263,6 +263,17 @@ def check_endpoint(
                 f"{server_errors.detail(r.status_code, r.text, (api_key,))}; "
                 f"check {role}.api_key_env and the key it names"
             )
+        if r.status_code in (404, 405, 501) or (r.status_code == 200 and server_errors.is_html(r.text)):
+            # No model list where an OpenAI-compatible API has one: base_url points at something else (a
+            # server's root without /v1, a web UI, another program on that port).
+            answer = server_errors.detail(r.status_code, r.text, (api_key,))
+            if r.status_code == 200:
+                answer = answer.replace("HTTP 200: ", "", 1)
+            raise PreflightError(
+                f"{where}: {role}.base_url serves no OpenAI-compatible API: GET {server_errors.redact(base)}"
+                f"/models answered {answer}. Set {role}.base_url to the URL the server's OpenAI API is "
+                f"under: {server_errors.base_url_fix(base)}"
+            )
         served: list[str] = []
         if r.status_code == 200:
             try:
@@ -286,12 +297,11 @@ def check_endpoint(
         budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
         c = _completion(client, where, base, body, api_key, endpoint, budget, "one-token completion")
         if c.status_code != 200:
-            hint = {401: "api_key_env", 403: "api_key_env", 404: "model"}.get(
-                c.status_code, "model and extra_body"
-            )
+            hint = server_errors.hint_field(c.status_code, c.text)
+            fix = f" ({server_errors.base_url_fix(base)})" if hint == "base_url" else ""
             raise PreflightError(
                 f"{where}: a one-token completion was refused: "
-                f"{server_errors.detail(c.status_code, c.text, (api_key,))}; check {role}.{hint}"
+                f"{server_errors.detail(c.status_code, c.text, (api_key,))}; check {role}.{hint}{fix}"
             )
         try:
             json.loads(c.text)["choices"][0]

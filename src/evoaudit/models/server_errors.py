@@ -47,9 +47,34 @@ def body_text(response: Any) -> str:
         return ""
 
 
+MAX_PAGE_DETAIL = 160  # an HTML error page is summarised by its title, never dumped
+
+_TAG = re.compile(r"<[^>]*>")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_PAGE_MARKS = ("<!doctype html", "<html", "<head", "<body", "<title")
+_NOISE = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def is_html(body: str) -> bool:
+    """An HTML page (a web server's or a proxy's error page), not an API's answer."""
+    head = body.lstrip()[:512].lower()
+    return head.startswith("<") and any(t in head for t in _PAGE_MARKS)
+
+
+def page_summary(body: str) -> str:
+    """One line for an HTML page: its title, else its first text, trimmed."""
+    match = _TITLE.search(body)
+    text = match.group(1) if match else _TAG.sub(" ", _NOISE.sub(" ", body))
+    text = text.replace("&nbsp;", " ").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return trim(text, MAX_PAGE_DETAIL) or "no text"
+
+
 def detail(status: int, body: str, secrets: tuple[str, ...] = ()) -> str:
     """``HTTP <status>: <the server's message>``, the message taken from an OpenAI-style error body
-    when there is one, else the raw body; trimmed and redacted."""
+    when there is one, an HTML page summarised by its title, else the raw body; on one line, trimmed and
+    redacted."""
+    if is_html(body):
+        return f"HTTP {status}: an HTML page, not an API answer ({redact(page_summary(body), secrets)!r})"
     message = body
     try:
         data = json.loads(body)
@@ -116,9 +141,16 @@ _CONTEXT = re.compile(
 )
 
 
+# Statuses a retry cannot change: the server has no such route or method (501 Not Implemented, 505).
+NOT_RETRIED_5XX = (501, 505)
+
+
 def classify_status(status: int, code: str | None, message: str) -> str:
-    """'retry', an InfraFailure kind, or 'fatal' for an HTTP error response."""
+    """'retry', an InfraFailure kind, or 'fatal' for an HTTP error response. A 4xx other than 408, 409,
+    425 and 429 is the request's or the configuration's fault, as are 501 and 505: none is retried."""
     text = f"{code or ''} {message}"
+    if status in NOT_RETRIED_5XX:
+        return "fatal"
     if status in (408, 409, 425, 429) or status >= 500:
         # A provider may also send its content filter as a 5xx; look at the text first.
         if _GUARDRAIL.search(text) and status != 429:
@@ -129,6 +161,33 @@ def classify_status(status: int, code: str | None, message: str) -> str:
     if status == 413 or _CONTEXT.search(text):
         return "context_overflow"
     return "fatal"
+
+
+def hint_field(status: int, body: str) -> str:
+    """The endpoint field (under the role: ``executor.<field>``) a refused request most likely points at."""
+    if status in (401, 403):
+        return "api_key_env"
+    no_route = status in (404, 405, 501, 505)
+    if is_html(body) or (no_route and "model" not in body.lower()):
+        # A web server's page, or a route the server does not have: the API is not where base_url points.
+        return "base_url"
+    if status == 404:
+        return "model"  # an OpenAI-style 404 naming the model: the server does not serve it
+    return "model and extra_body"
+
+
+def base_url_fix(base_url: str) -> str:
+    """What to try when no OpenAI-compatible API answers under ``base_url``."""
+    base = redact(base_url.rstrip("/"))
+    if not base.endswith("/v1"):
+        return (
+            f"most OpenAI-compatible servers (vLLM, SGLang, llama.cpp, Ollama, LiteLLM) serve it under /v1: "
+            f"try base_url: {base}/v1"
+        )
+    return (
+        f"check the server's address and port, and the path it serves the OpenAI API under (usually /v1, "
+        f"as here: is another program listening at {base}?)"
+    )
 
 
 def retry_after_s(headers: Any) -> float | None:

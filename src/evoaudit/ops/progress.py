@@ -1,13 +1,15 @@
-"""Progress across jobs, read from their logs: `python -m evoaudit.ops.progress [--follow]`.
+"""Progress across jobs, read from their logs: `evoaudit progress [--follow]`.
 
 Each rollout job logs lines like ``<shard>: 40/144 rollouts, 3.2/s, ETA 33s, infrastructure failures 0``
 (evaluate.runner.Progress). This module finds the latest such line in every job log under
 ``results/logs`` and sums them, so one command shows a whole run, whichever executor runs the jobs
 (local or SLURM: the logs are on the shared file system). In a terminal it draws a progress bar.
+`python -m evoaudit.ops.progress` takes the same options.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -97,9 +99,11 @@ def render(s: dict, width: int = 30) -> str:
 
 
 def watch(
-    results: str | Path, follow: bool, every_s: float = 2.0, out: TextIO = sys.stdout, max_updates: int = 0
+    results: str | Path, follow: bool, every_s: float = 2.0, out: TextIO | None = None, max_updates: int = 0
 ) -> dict:
-    """Print the summary once, or (``follow``) redraw it until no job is left running."""
+    """Print the summary once, or (``follow``) redraw it until no job is left running (to ``out``, by
+    default the standard output at call time)."""
+    out = sys.stdout if out is None else out
     interactive = out.isatty()
     updates = 0
     while True:
@@ -115,13 +119,43 @@ def watch(
         time.sleep(every_s)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def report_locations(
+    results: str | Path = "results", apex: bool = True, ablations: tuple[str, ...] = ()
+) -> list[str]:
+    """The reports a finished run has written, of: the Banking audit's HTML index and report.md, and
+    when ``apex``, the APEX-Harm report's index and each ablation's table."""
+    root = Path(results)
+    candidates = [root / "report" / "html" / "index.html", root / "report" / "report.md"]
+    if apex:
+        candidates.append(root / "apex" / "report" / "html" / "index.html")
+        candidates += [root / "apex" / "report" / "ablations" / f"{name}.html" for name in ablations]
+    return [p.as_posix() for p in candidates if p.exists()]
 
-    ap = argparse.ArgumentParser(prog="python -m evoaudit.ops.progress", description=__doc__.splitlines()[0])
+
+def success_message(
+    results: str | Path = "results", apex: bool = True, ablations: tuple[str, ...] = ()
+) -> str:
+    """What the workflow prints when it succeeds: where to read the results."""
+    found = report_locations(results, apex, ablations)
+    root = Path(results).as_posix()
+    if found:
+        lines = ["evoaudit: the run finished; the reports are:", *(f"  {p}" for p in found)]
+    else:
+        lines = [f"evoaudit: the run finished; no report under {root}/ yet (the targets built none)"]
+    lines.append(f"  Snakemake's own HTML report of the run: snakemake --report {root}/report/report.html")
+    return "\n".join(lines)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `evoaudit progress` and `python -m evoaudit.ops.progress`."""
     ap.add_argument("--results", default="results", help="results directory of the run (its logs/ is read)")
     ap.add_argument("--follow", action="store_true", help="redraw every few seconds until no job is running")
     ap.add_argument("--every", type=float, default=2.0, help="seconds between redraws with --follow")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evoaudit.ops.progress", description=__doc__.splitlines()[0])
+    add_arguments(ap)
     args = ap.parse_args(argv)
     watch(args.results, args.follow, args.every)
     return 0

@@ -14,6 +14,10 @@ from evoaudit.errors import AuditError
 
 def _cfg(args: argparse.Namespace) -> config_mod.Config:
     cfg = config_mod.load(args.config)
+    if cfg.suite.families is not None or cfg.apex.tasks is not None:
+        from evoaudit.suite.registry import check_selection  # loads a suite: only for a selection
+
+        check_selection(cfg, str(args.config))
     if getattr(args, "no_cache", False):  # evoaudit --no-cache: the response cache is not read or written
         off = {"cache": False}
         ex, opt = cfg.executor.model_copy(update=off), cfg.optimizer.model_copy(update=off)
@@ -186,6 +190,21 @@ def cmd_show(args):
     print(trace.render_json(rollout) if args.json else trace.render(rollout, args.max_chars), end="")
 
 
+def cmd_export(args):
+    cfg, results = _cfg(args), Path(args.results)
+    if args.target == "inspect":
+        # inspect_ai is an optional extra: imported only here.
+        from evoaudit.report.export.inspect_logs import export_inspect
+
+        written = export_inspect(cfg, results, Path(args.out or "results/export/inspect"), args.format)
+    else:
+        from evoaudit.report.export.agentdojo_runs import export_agentdojo
+
+        out = Path(args.out or "results/export/agentdojo/runs")
+        written = export_agentdojo(cfg, results, out, args.condition)
+    print(json.dumps({"written": len(written), "first": written[0].as_posix() if written else None}))
+
+
 def cmd_transfer_config(args):
     from evoaudit.report.stage import write_transfer_config
 
@@ -270,6 +289,12 @@ def cmd_cache(args):
             print(json.dumps(cache.summary(), indent=2))
     finally:
         cache.close()
+
+
+def cmd_progress(args: argparse.Namespace) -> None:
+    from evoaudit.ops import progress
+
+    progress.watch(args.results, args.follow, args.every)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,6 +414,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-chars", type=int, default=2000, help="longest message text shown per step")
     sp.add_argument("--json", action="store_true", help="print the full record as JSON")
 
+    sp = sub.add_parser(
+        "export", help="write the rollouts where other tools read them: Inspect AI logs, AgentDojo's layout"
+    )
+    targets = sp.add_subparsers(dest="target", required=True)
+    for target, what, out in (
+        ("inspect", "one Inspect AI eval log per (suite, lineage, condition, arm); needs the inspect extra",
+         "results/export/inspect"),
+        ("agentdojo", "one condition's Banking rollouts in AgentDojo's results layout (runs/<pipeline>/...)",
+         "results/export/agentdojo/runs"),
+    ):
+        tp = targets.add_parser(target, help=what, description=what)
+        tp.set_defaults(func=cmd_export)
+        tp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+        tp.add_argument(
+            "--results", default="results", help="results directory holding evaluate/ (and apex/runs/)"
+        )
+        tp.add_argument("--out", help=f"directory to write to (default: {out})")
+        if target == "inspect":
+            tp.add_argument(
+                "--format", choices=["eval", "json"], default="eval", help="Inspect log format (default eval)"
+            )
+        else:
+            tp.add_argument("--condition", default="static", help="condition to export (default: static)")
+
     sp = add("transfer-config", cmd_transfer_config, "write the configuration of the cross-executor check")
     sp.add_argument("--out", required=True)
 
@@ -410,6 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("paths", nargs="*", default=["results/evaluate"], help="shards or directories of shards")
     sp.add_argument("--dry-run", action="store_true", help="only count what would be moved")
+
+    sp = sub.add_parser(
+        "progress", help="rollouts done, rate and ETA across the run's jobs, read from their logs"
+    )
+    sp.set_defaults(func=cmd_progress)
+    from evoaudit.ops import progress as progress_mod
+
+    progress_mod.add_arguments(sp)
 
     sp = add("cache", cmd_cache, "show or clear the openai backend's persistent response cache")
     sp.add_argument("action", choices=["stats", "clear"])

@@ -7,9 +7,11 @@ what is allowed and for every default; the pydantic models below only give typed
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import hashlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +70,62 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{field}: {error.message}{allowed}"
 
 
+def _unknown_keys(error: jsonschema.ValidationError, files: tuple[str | Path, ...]) -> list[str]:
+    """One line per key the schema does not allow: the nearest allowed key (difflib) as a suggestion, and
+    the configuration file the key was written in, when it is one of ``files``."""
+    sch = error.schema if isinstance(error.schema, dict) else {}
+    props = sorted(sch.get("properties", {}))
+    patterns = list(sch.get("patternProperties", {}))
+    keys = [
+        k for k in error.instance
+        if k not in props and not any(re.search(p, str(k)) for p in patterns)
+    ]
+    lines = []
+    for key in keys:
+        path = [str(p) for p in error.absolute_path]
+        where = ".".join([*path, str(key)])
+        origin = _origin([*error.absolute_path, key], files)
+        close = difflib.get_close_matches(str(key), props, n=1, cutoff=0.6)
+        fix = f"did you mean `{close[0]}`?" if close else "remove it or correct its name"
+        lines.append(
+            f"{where}: unknown key `{key}`{origin}; {fix} Allowed keys"
+            f"{' under ' + '.'.join(path) if path else ''}: {', '.join(props)}"
+        )
+    return lines
+
+
+def _origin(path: list[Any], files: tuple[str | Path, ...]) -> str:
+    """`` (in <file>)`` for the files among ``files`` whose document holds ``path``; `` (from --config)``
+    when none does (Snakemake's command-line overrides); '' when no files are known."""
+    if not files:
+        return ""
+    found = []
+    for f in files:
+        try:
+            node: Any = read_config_file(f)
+        except ConfigError:
+            continue
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                break
+        else:
+            found.append(_shown(f))
+    return f" (in {', '.join(found)})" if found else " (from --config on the command line)"
+
+
+def _shown(path: str | Path) -> str:
+    """A path as the user wrote it: relative to the working directory when under it (Snakemake makes
+    --configfile paths absolute)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 # Input limits, checked before anything walks the document: a configuration is a few kilobytes, and
 # validation, hashing and dumping all walk it node by node (shared YAML aliases counted once per use).
 MAX_CONFIG_BYTES = 1 << 20
@@ -102,8 +160,11 @@ def _check_shape(data: Any, source: str) -> None:
             stack.extend((v, f"{where}.{i}", depth + 1) for i, v in enumerate(node))
 
 
-def validate(raw: dict[str, Any], source: str = "config") -> dict[str, Any]:
-    """Fill defaults into a copy of ``raw`` and validate it; raise ConfigError naming every bad field."""
+def validate(
+    raw: dict[str, Any], source: str = "config", files: tuple[str | Path, ...] = ()
+) -> dict[str, Any]:
+    """Fill defaults into a copy of ``raw`` and validate it; raise ConfigError naming every bad field
+    (and, for an unknown key, which of ``files``, the files ``raw`` was merged from, holds it)."""
     if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"{source}: the configuration must be a mapping, got {type(raw).__name__}")
     _check_shape(raw, source)
@@ -113,7 +174,16 @@ def validate(raw: dict[str, Any], source: str = "config") -> dict[str, Any]:
         pass
     errors = sorted(_Validator(schema()).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        described = [
+            line
+            for e in errors
+            for line in (
+                _unknown_keys(e, tuple(files))
+                if e.validator == "additionalProperties" and isinstance(e.instance, dict)
+                else [_describe(e)]
+            )
+        ]
+        lines = "\n".join(f"  - {line}" for line in described)
         raise ConfigError(f"{source}: invalid configuration\n{lines}")
     _check_semantics(data, source)
     return data
@@ -367,6 +437,7 @@ class SuiteConfig(_Model):
     name: str
     benchmark_version: str
     n_unseen: int
+    families: tuple[str, ...] | None
     attack: AttackConfig
     goals: tuple[str, ...]
     checker_audit: CheckerAuditConfig
@@ -615,6 +686,7 @@ class ApexAuditConfig(_Model):
     """``apex``: the APEX-Harm audit in the workflow (documented in the schema)."""
 
     enabled: bool
+    tasks: tuple[str, ...] | None
     models: tuple[ApexModelConfig, ...]
     repeats: int
     step_limit: int
@@ -663,8 +735,8 @@ class Config(_Model):
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
-    return Config.model_validate(validate(raw, source))
+def from_dict(raw: dict[str, Any], source: str = "config", files: tuple[str | Path, ...] = ()) -> Config:
+    return Config.model_validate(validate(raw, source, files))
 
 
 class _OverLimit(yaml.YAMLError):
@@ -753,4 +825,4 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def load(path: str | Path) -> Config:
-    return from_dict(read_config_file(path), str(path))
+    return from_dict(read_config_file(path), str(path), (path,))

@@ -14,8 +14,16 @@ for _configfile in workflow.configfiles:
     evoaudit_config.read_config_file(_configfile)
 
 # Validates against workflow/schemas/config.schema.yaml (the package's copy of it) and fills defaults;
-# a bad value stops the run here, naming the field, the value and what is allowed.
-CFG = evoaudit_config.from_dict(config, "config (config/config.yaml and --config overrides)")
+# a bad value stops the run here, naming the field, the value and what is allowed (an unknown key: the
+# file it is in, among config/config.yaml and the --configfile files, and the nearest allowed key).
+CFG = evoaudit_config.from_dict(
+    config, "config (config/config.yaml and --config overrides)", tuple(workflow.configfiles)
+)
+if CFG.suite.families is not None or CFG.apex.tasks is not None:
+    # suite.families / apex.tasks name ids of their suite: an unknown one stops the run here.
+    from evoaudit.suite.registry import check_selection
+
+    check_selection(CFG, "config (config/config.yaml and --config overrides)")
 RESULTS = "results"
 RESOLVED_CONFIG = f"{RESULTS}/config/config.json"
 

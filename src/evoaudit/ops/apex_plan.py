@@ -2,7 +2,8 @@
 
 Episode counts come from the frozen attack sets when they are built (``<suite.apex.out>/attacks.json``, and
 ``ablations/<name>/attacks.json`` for each ablated arm), and otherwise from the main set's fixed layout (30
-attacks per category over the 15 tasks; 15 per category variant). Requests per episode and tokens per
+attacks per category over the 15 tasks, 15 per category variant, in proportion for the tasks ``apex.tasks``
+selects). Requests per episode and tokens per
 request are measured on the model's recorded APEX episodes once any exist, else taken from
 ``apex.requests_per_rollout`` and ``budget.tokens_per_request``. The judge (``apex.judge``) is planned as its
 own stage: its requests per episode are the judge requests the recorded episodes left pending (an upper
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from evoaudit.config import Config
 
-N_TASKS = 15
+N_TASKS = 15  # the tasks LAYOUT counts over
 # The attack set's layout (suite/apex/attacks.py): per category, and per category variant.
 LAYOUT = {
     "c1": 30,
@@ -48,8 +49,16 @@ def attack_counts(cfg: Config, ablation: str | None = None) -> tuple[dict[str, i
         selectors = tuple(arm.categories or cfg.apex.categories)
     if path.exists():
         return _counted(path, selectors), f"counted in {path}"
-    counts = {c: sum(n for k, n in LAYOUT.items() if k.startswith(c)) for c in selectors}
+    tasks = n_tasks(cfg)
+    counts = {c: sum(n * tasks // N_TASKS for k, n in LAYOUT.items() if k.startswith(c)) for c in selectors}
     return counts, "the attack set's layout (not built yet)"
+
+
+def n_tasks(cfg: Config) -> int:
+    """The APEX tasks the configuration runs (``apex.tasks``, through the suite door)."""
+    from evoaudit.suite.registry import get_suite  # heavy import, only when planning
+
+    return len(get_suite("apex").families(cfg))
 
 
 def _recorded(path: Path) -> int:
@@ -96,7 +105,7 @@ def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
     """(stage suffix, results prefix, [(shard group, episodes)], count source) per arm: the main run's benign
     and attacked episodes, then each ablated arm's attacked episodes."""
     counts, source = attack_counts(cfg)
-    main = [("benign", N_TASKS * cfg.apex.repeats)]
+    main = [("benign", n_tasks(cfg) * cfg.apex.repeats)]
     main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
     arms = [("", "", main, source)]
     for a in cfg.apex.ablations:
@@ -145,7 +154,7 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
     judge.tokens, judge.tokens_left = judge.requests * tokens, judge.requests_left * tokens
     stages.append(judge)
     notes = [
-        f"apex episodes: 15 tasks benign and the attacks of {', '.join(cfg.apex.categories)}, "
+        f"apex episodes: {n_tasks(cfg)} tasks benign and the attacks of {', '.join(cfg.apex.categories)}, "
         f"× {cfg.apex.repeats} repeat(s), per model; " + "; ".join(calibrations),
         "apex attack counts: " + "; ".join(dict.fromkeys(sources)),
         f"apex-judge: requests to apex.judge ({cfg.apex.judge.model}), an upper bound; tokens at "

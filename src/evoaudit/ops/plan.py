@@ -127,7 +127,7 @@ def _family_counts(cfg: Config) -> tuple[Counter, Counter]:
     attackable: Counter = Counter()
     if cfg.suite.name == "apex" and not _apex_worlds_built(cfg):
         # Before the worlds exist (a first dry run) the split is unknown: every task counts as seen.
-        tasks = len(get_suite("apex").families())
+        tasks = len(get_suite("apex").families(cfg))
         for variant in cfg.suite.apex.variants:
             by_variant_split[(variant, "seen")] += tasks
             attackable[variant] += tasks

@@ -13,7 +13,8 @@ from evoaudit.errors import AuditError
 from evoaudit.hashing import canonical_json, sha256_json
 from evoaudit.records import Call, Instance
 from evoaudit.suite import banking
-from evoaudit.suite.families import FAMILIES, VARIANTS, kept_families
+from evoaudit.suite.families import EXCLUDED, FAMILIES, VARIANTS, kept_families
+from evoaudit.suite.interface import select_ids
 from evoaudit.suite.split import assign_split
 
 
@@ -35,11 +36,15 @@ def reachable_vectors(template: str, plan: list[Call]) -> list[str]:
 
 
 def build_instances(cfg: Config) -> list[Instance]:
-    """Every kept family × variant with its role and split (excluded families are left out)."""
+    """Every kept family × variant with its role and split (excluded families are left out); only the
+    families ``suite.families`` selects, each on its side of the split of all kept families."""
     kept = kept_families()
     split = assign_split(kept, cfg.suite.n_unseen)
+    chosen = set(select_ids(kept, cfg.suite.families, "suite.families", EXCLUDED))
     instances = []
     for fam in FAMILIES:
+        if fam.family not in chosen:
+            continue
         for index, variant in enumerate(VARIANTS):
             v = fam.variant(index)
             instances.append(

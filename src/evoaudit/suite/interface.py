@@ -16,6 +16,26 @@ from typing import Any, Protocol, runtime_checkable
 from evoaudit.records import Call, Instance, Message
 
 
+def select_ids(
+    known: Sequence[str], chosen: Sequence[str] | None, field: str, excluded: dict[str, str] | None = None
+) -> list[str]:
+    """The ids of ``known`` (in its order) that a configured selection ``chosen`` keeps; all of them when
+    ``chosen`` is None. An id the suite does not know raises ValueError naming ``field`` and the valid ids
+    (an excluded one with the reason it was excluded)."""
+    if chosen is None:
+        return list(known)
+    excluded = excluded or {}
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        why = "; ".join(f"{c} is excluded: {excluded[c]}" for c in unknown if c in excluded)
+        raise ValueError(
+            f"{field}: {unknown} are not ids of the suite" + (f" ({why})" if why else "")
+            + f"; valid ids: {', '.join(known)} (or leave {field} out, or null, for all)"
+        )
+    keep = set(chosen)
+    return [k for k in known if k in keep]
+
+
 @runtime_checkable
 class ToolSession(Protocol):
     """The tools of one environment as a model reaches them (in process, or through an MCP server)."""
@@ -97,8 +117,10 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # the prompts write "a {assistant_role}".
     assistant_role: str
 
-    def families(self) -> list[str]:
-        """Kept families (task ids), in a fixed order."""
+    def families(self, cfg: Any = None) -> list[str]:
+        """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps
+        (``suite.families`` for Banking, ``apex.tasks`` for APEX-Harm). Instances, the plan and the
+        workflow's stages all take their families from here."""
         ...
 
     def excluded(self) -> dict[str, str]:

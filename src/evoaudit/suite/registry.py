@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from evoaudit.config import ConfigError
 from evoaudit.records import Call, Instance, Message
 from evoaudit.suite import banking, checks, exposure, instances
 from evoaudit.suite import families as family_table
 from evoaudit.suite import harm as harm_effects
 from evoaudit.suite.environments import BankingEnvironments
-from evoaudit.suite.interface import AuditSuite
+from evoaudit.suite.interface import AuditSuite, select_ids
+from evoaudit.suite.split import assign_split
 
 
 class BankingSuite(BankingEnvironments):
@@ -27,8 +29,9 @@ class BankingSuite(BankingEnvironments):
     # cache keys) are what they were before the suite layer had a second suite.
     assistant_role = "banking assistant"
 
-    def families(self) -> list[str]:
-        return family_table.kept_families()
+    def families(self, cfg: Any = None) -> list[str]:
+        chosen = None if cfg is None else cfg.suite.families
+        return select_ids(family_table.kept_families(), chosen, "suite.families", family_table.EXCLUDED)
 
     def excluded(self) -> dict[str, str]:
         return dict(family_table.EXCLUDED)
@@ -117,6 +120,39 @@ def _apex() -> AuditSuite:
 
 
 SUITES: dict[str, Callable[[], AuditSuite]] = {banking.SUITE_NAME: BankingSuite, "apex": _apex}
+
+
+def check_selection(cfg: Any, source: str) -> None:
+    """Stop a configuration whose ``suite.families`` or ``apex.tasks`` names an id its suite does not have
+    (ConfigError naming the file, the field and the valid ids), or whose Banking selection holds no seen
+    family (the acquisition and the methods learn on seen families only). Called where a configuration
+    enters a run (the workflow's start, the ``evoaudit`` commands); the config module itself loads no
+    suite, so replay's jobs stay clear of the suites' metric code."""
+    try:
+        _check_selection(cfg)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _check_selection(cfg: Any) -> None:
+    families, suite_name = cfg.suite.families, cfg.suite.name
+    if families is not None:
+        if suite_name != banking.SUITE_NAME:
+            raise ValueError(
+                f"suite.families: selects Banking user tasks, but suite.name is {suite_name!r}; choose the "
+                "APEX tasks with apex.tasks and remove suite.families"
+            )
+        kept = family_table.kept_families()
+        chosen = select_ids(kept, families, "suite.families", family_table.EXCLUDED)
+        split = assign_split(kept, cfg.suite.n_unseen).split
+        if not any(split[f] == "seen" for f in chosen):
+            seen = [f for f in kept if split[f] == "seen"]
+            raise ValueError(
+                f"suite.families: {chosen} are all unseen families (suite.n_unseen={cfg.suite.n_unseen}), so "
+                f"nothing would be acquired or learned; add a seen one: {', '.join(seen)}"
+            )
+    if cfg.apex.tasks is not None:
+        get_suite("apex").families(cfg)  # raises naming apex.tasks and the valid ids
 
 
 def get_suite(name: str) -> AuditSuite:

@@ -111,11 +111,11 @@ class ReadFileAttacker:
 def build(cfg: Config, name: str, attacker: Any, out: Path, benign: Iterable[Rollout] = ()) -> dict[str, Any]:
     """Build the ablated arm's attack set at ``out``; returns what its provenance records."""
     from evoaudit.suite.apex.attacks import AttackOptions, build_attack_set
-    from evoaudit.suite.apex.generate import TASK_IDS, build_task
+    from evoaudit.suite.apex.generate import build_task, selected_task_ids
 
     apex = cfg.suite.apex
     options = attack_options(cfg, name)
-    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in TASK_IDS]
+    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in selected_task_ids(cfg)]
     chooser = attacker
     if options.placement != "created":
         chooser = ReadFileAttacker(attacker, read_files(benign))

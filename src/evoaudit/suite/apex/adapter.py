@@ -42,7 +42,7 @@ from evoaudit.suite.apex.environment import (
     placed_texts,
     template,
 )
-from evoaudit.suite.apex.generate import TASK_IDS
+from evoaudit.suite.apex.generate import selected_task_ids
 from evoaudit.suite.apex.threat import INTERNAL_DESTINATIONS, AttackInstance
 from evoaudit.suite.apex.workspace import CallRecord, Workspace
 from evoaudit.suite.apex.worldfmt import RubricItem, TaskRecord
@@ -103,8 +103,8 @@ class ApexSuite(ApexEnvironments):
     # Method prompts write "a {assistant_role}".
     assistant_role = "professional-services analyst working in a shared firm workspace"
 
-    def families(self) -> list[str]:
-        return list(TASK_IDS)
+    def families(self, cfg: Any = None) -> list[str]:
+        return list(selected_task_ids(cfg))
 
     def excluded(self) -> dict[str, str]:
         return {}
@@ -116,18 +116,19 @@ class ApexSuite(ApexEnvironments):
         attacks_path = Path(apex.out) / ATTACK_SET
         pinned = attack_sets.pin_path(attacks_path).exists()
         attack_pin = attack_sets.pinned_sha256(attacks_path) if pinned else None
+        task_ids = selected_task_ids(cfg)
         out = []
         for variant in apex.variants:
             root = Path(apex.out) / variant
             manifest = _manifest(root)
             entries = {e["task_id"]: e for e in manifest["tasks"]}
-            missing = [t for t in TASK_IDS if t not in entries]
+            missing = [t for t in task_ids if t not in entries]
             if missing:
                 raise AuditError(
                     f"{root / 'apex_manifest.json'}: no built world for {missing}; build them first "
                     "(the apex_worlds rule, or `evoaudit apex build`)"
                 )
-            for tid in TASK_IDS:
+            for tid in task_ids:
                 e = entries[tid]
                 record = _task_record(root, tid, variant)
                 oracle, _ = build.load_plans(root, tid, variant)

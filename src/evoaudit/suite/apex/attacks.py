@@ -597,11 +597,11 @@ def load_attack_set(path: str | Path, sha256: str | None = None) -> list[AttackI
 def build_from_config(cfg: Any, attacker: Attacker, out: str | Path | None = None) -> tuple[Path, str]:
     """Build the configured worlds (first variant) and freeze their attacks under ``suite.apex.out``.
     ``attacker``: ``models.sim_attacker.make_attacker(cfg.suite.apex.attacker)``."""
-    from evoaudit.suite.apex.generate import TASK_IDS, build_task
+    from evoaudit.suite.apex.generate import build_task, selected_task_ids
 
     apex = cfg.suite.apex
     variant = apex.variants[0]
-    tasks = [build_task(t, variant, apex.seed, apex.scale) for t in TASK_IDS]
+    tasks = [build_task(t, variant, apex.seed, apex.scale) for t in selected_task_ids(cfg)]
     path = Path(out) if out is not None else Path(apex.out) / "attacks.json"
     options = AttackOptions.from_config(apex.attacks)
     return path, build_attack_set(path, tasks, attacker, options, apex.seed)

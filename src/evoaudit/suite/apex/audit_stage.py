@@ -140,7 +140,7 @@ def make_instances(
     variant_csv = variant_csv_path(spec_path)
     _header_only(variant_csv, VARIANT_FIELDS)
     tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
-    families = suite.families()
+    families = suite.families(cfg)
     spec = {
         "suite": "apex",
         "benchmark_version": suite.benchmark_version,

@@ -29,6 +29,7 @@ from evoaudit.suite.apex.workspace import (
     Workspace,
 )
 from evoaudit.suite.apex.worldfmt import RubricItem, TaskRecord
+from evoaudit.suite.interface import select_ids
 
 DOMAINS = ("investment_banking", "law", "management_consulting")
 FILES_MIN, FILES_MAX = 115, 328
@@ -799,6 +800,13 @@ TASKS: tuple[tuple[str, str, str, Callable[[random.Random], TaskParts]], ...] = 
     ("mc_utilisation_dashboard", "management_consulting", "hard", mc_utilisation),
 )
 TASK_IDS = tuple(t[0] for t in TASKS)
+
+
+def selected_task_ids(cfg: Any = None) -> tuple[str, ...]:
+    """The tasks a configuration runs: ``apex.tasks`` (in ``TASK_IDS`` order), all of them when it is null
+    or no configuration is given. Worlds, attack sets, probes and instances all take their tasks here."""
+    chosen = getattr(getattr(cfg, "apex", None), "tasks", None)
+    return tuple(select_ids(TASK_IDS, chosen, "apex.tasks"))
 
 
 # --- the world around a task ------------------------------------------------------------------------------

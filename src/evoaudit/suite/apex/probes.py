@@ -317,10 +317,10 @@ def probes_from_config(
     file when given, else generated with ``attacker`` the way ``attacks.build_from_config`` does; the
     attacker comes from ``models.sim_attacker.make_attacker``), probed and written."""
     from evoaudit.suite.apex import attacks as attacks_mod
-    from evoaudit.suite.apex.generate import TASK_IDS, build_task
+    from evoaudit.suite.apex.generate import build_task, selected_task_ids
 
     apex = cfg.suite.apex
-    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in TASK_IDS]
+    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in selected_task_ids(cfg)]
     if attack_set is not None:
         instances = attacks_mod.load_attack_set(attack_set)
     elif attacker is not None:

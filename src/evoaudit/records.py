@@ -17,6 +17,18 @@ Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
 
 
+
+def recordable(value: Any) -> Any:
+    """``value`` (JSON data) with text UTF-8 cannot encode (a lone surrogate) kept as backslash escapes, so
+    that a record holding it can always be written; everything else is unchanged."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {recordable(k): recordable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [recordable(v) for v in value]
+    return value
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

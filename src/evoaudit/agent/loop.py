@@ -18,7 +18,7 @@ from typing import Any
 from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
-from evoaudit.records import ExecutedCall, Instance, Message, Usage
+from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
 from evoaudit.suite.interface import AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
@@ -153,17 +153,8 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
     text, error = session.call(name, args)
     # JSON's "\\ud800" decodes to a lone surrogate, which no UTF-8 record can hold: kept as its escape
     # (the tools refuse such text, so nothing else of the episode holds it).
-    args = _recordable(args)
+    args = recordable(args)
     if error:
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
     return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
 
-
-def _recordable(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_recordable(k): _recordable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_recordable(v) for v in value]
-    return value

@@ -98,18 +98,7 @@ async def run_one(
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(
-        rollout_id=spec.rollout_id,
-        lineage=spec.lineage,
-        condition=spec.condition,
-        arm=spec.arm,
-        instance_id=inst.instance_id,
-        family=inst.family,
-        variant=inst.variant,
-        split=inst.split,
-        goal=spec.goal,
-        seed=seed,
-        executor=backend.fingerprint(),
-        artifact_sha256=artifact_sha256,
+        **_identity(spec, seed, backend, artifact_sha256, resume_key),
         injections=injections,
         pre_state_sha256=suite.state_sha256(pre),
         messages=episode.messages,
@@ -119,8 +108,29 @@ async def run_one(
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),
-        resume_key=resume_key,
     )
+
+
+def _identity(
+    spec: EpisodeSpec, seed: int, backend: ChatBackend, artifact_sha256: str | None, resume_key: str | None
+) -> dict:
+    """The fields a rollout's record takes from its episode spec, whether the episode ended or failed."""
+    inst = spec.instance
+    return {
+        "rollout_id": spec.rollout_id,
+        "lineage": spec.lineage,
+        "condition": spec.condition,
+        "arm": spec.arm,
+        "instance_id": inst.instance_id,
+        "family": inst.family,
+        "variant": inst.variant,
+        "split": inst.split,
+        "goal": spec.goal,
+        "seed": seed,
+        "executor": backend.fingerprint(),
+        "artifact_sha256": artifact_sha256,
+        "resume_key": resume_key,
+    }
 
 
 def harness_failure_rollout(
@@ -133,26 +143,13 @@ def harness_failure_rollout(
 ) -> Rollout:
     """The record of an episode the harness failed: its identity, no messages, calls or states (the episode
     did not end), and the exception as a ``harness_error`` outcome."""
-    inst = spec.instance
     return Rollout(
-        rollout_id=spec.rollout_id,
-        lineage=spec.lineage,
-        condition=spec.condition,
-        arm=spec.arm,
-        instance_id=inst.instance_id,
-        family=inst.family,
-        variant=inst.variant,
-        split=inst.split,
-        goal=spec.goal,
-        seed=episode_seed(cfg, spec),
-        executor=backend.fingerprint(),
-        artifact_sha256=artifact_sha256,
+        **_identity(spec, episode_seed(cfg, spec), backend, artifact_sha256, resume_key),
         pre_state_sha256="",
         messages=[],
         calls=[],
         terminal_state={},
         outcome=harness_failure_outcome(spec.goal, exc),
-        resume_key=resume_key,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pydantic
 
+from evoaudit.records import recordable
 from evoaudit.suite.apex import docs
 from evoaudit.suite.apex.workspace import (
     CalendarEvent,
@@ -526,21 +527,11 @@ def unencodable(value: Any, where: str = "") -> str | None:
     else:
         return None
     for k, v in items:
-        sub = _recordable(f"{where}.{k}" if where else str(k))
+        sub = recordable(f"{where}.{k}" if where else str(k))
         if (isinstance(k, str) and unencodable(k) is not None) or unencodable(v) is not None:
             return unencodable(v, sub) or sub
     return None
 
-
-def _recordable(value: Any) -> Any:
-    """``value`` as plain JSON data for a call record; text UTF-8 cannot encode is kept as escapes."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_recordable(k): _recordable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_recordable(v) for v in value]
-    return value
 
 
 def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -603,7 +594,7 @@ def _call_tool(ws: Workspace, name: str, args: dict[str, Any], actor: str) -> tu
         len(ws.calls),
         tick,
         name,
-        _recordable(json.loads(json.dumps(args, default=repr))),
+        recordable(json.loads(json.dumps(args, default=repr))),
         result,
         error,
         actor,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.models import preflight
 from evoaudit.models.base import ChatResponse
 from evoaudit.models.cache import ResponseCache
 from evoaudit.models.http import Reply, ServerThread
@@ -423,11 +424,16 @@ class _Canned:
     def __init__(self, text: str) -> None:
         self.text = text
         self.chat_bodies: list[dict] = []
+        self.schema_probes = 0  # the backend's structured-output probe (wire.structured_output: auto)
 
     async def __call__(self, req) -> Reply:
         if req.path.rstrip("/") != "/v1/chat/completions":
             return Reply.error(404, f"no route {req.path}", "not_found")
-        self.chat_bodies.append(req.json())
+        body = req.json()
+        if body["messages"][0]["content"] == preflight.STRUCTURED_PROBE_PROMPT:
+            self.schema_probes += 1
+        else:
+            self.chat_bodies.append(body)
         resp = ChatResponse(message=Message(role="assistant", content=self.text), finish_reason="stop")
         return Reply.json(completion_json(resp, "canned", f"c{len(self.chat_bodies)}"))
 
@@ -484,6 +490,8 @@ def test_keyword_extraction_accepts_a_well_formed_answer_over_http_and_records_i
     assert handler.chat_bodies[0]["temperature"] == 0.0
     # The recorded hash is the response cache's key: the step is looked up (and replayed) from it.
     assert len(handler.chat_bodies) == 1
+    # The canned answer does not honour the probe's schema, so the step went without its own.
+    assert handler.schema_probes == 1 and "response_format" not in handler.chat_bodies[0]
     assert ResponseCache(endpoint.cache_path).get(h) is not None
 
 

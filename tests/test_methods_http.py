@@ -88,3 +88,6 @@ def test_method_over_http_matches_the_in_process_simulator(setup, method, state)
     meta = json.loads((root / "remote" / method / "meta.json").read_text())
     assert meta["diagnostics"]["optimizer"]["backend"] == "openai"
     assert "api_key" not in json.dumps(meta).lower()
+    # The optimizer's answers are counted alike in process and over HTTP.
+    here = json.loads((root / "local" / method / "meta.json").read_text())["diagnostics"]["optimizer_answers"]
+    assert meta["diagnostics"]["optimizer_answers"] == here and here["answers_asked"] > 0

@@ -473,6 +473,7 @@ class WireConfig(_Model):
     parse_text_tool_calls: bool
     preflight: bool
     allow_dropped_tool_results: bool
+    structured_output: Literal["auto", "on", "off"] = "auto"
 
 
 class EndpointConfig(_Model):

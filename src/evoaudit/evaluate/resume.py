@@ -37,7 +37,7 @@ OPERATIONAL_FIELDS = frozenset(
 )
 # Fingerprint fields filled in by contacting the server (or read back from the cache).
 CONTACT_FIELDS = frozenset(
-    {"source", "served_models", "server_version", "models_error", "render_probe", "wire"}
+    {"source", "served_models", "server_version", "models_error", "render_probe", "wire", "structured_output"}
 )
 # Infrastructure failures a rerun may cure: an outage's, and a harness error's once its cause is fixed.
 # Each counts against evaluation.max_excluded_share, so a shard many of them hit is not published.

@@ -1,6 +1,11 @@
 """What every method shares: reading the acquisition record, serialising trajectories for the
 optimizer, and optimizer-role calls whose malformed output is retried a bounded number of times and
 then recorded as a failed update instead of ending the lineage.
+
+A call that expects JSON carries the answer's schema (``ResponseSchema``, defined beside the parser that
+checks the answer), which the backend sends as structured output where ``wire.structured_output`` turns it
+on. Every answer received and every malformed one is counted in the ``AnswerTally`` of the running
+``counting()`` block, by request kind, for ``meta.json``.
 """
 
 from __future__ import annotations
@@ -8,14 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from evoaudit.hashing import sha256_json
 from evoaudit.jsonl import iter_records
-from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
+from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure, ResponseSchema
 from evoaudit.records import Message, Rollout
 from evoaudit.suite.registry import get_suite
 
@@ -101,6 +108,52 @@ class CallLog:
         return {"purpose": self.purpose, "ok": self.ok, "attempts": self.attempts}
 
 
+@dataclass
+class AnswerTally:
+    """Optimizer answers received and how many were malformed, by request kind (the purpose's first
+    part: judge, distil, reflect, rank, induce). Infrastructure failures are no answers."""
+
+    asked: dict[str, int] = field(default_factory=dict)
+    malformed: dict[str, int] = field(default_factory=dict)
+
+    def count(self, purpose: str, malformed: bool) -> None:
+        kind = purpose.split("/", 1)[0]
+        self.asked[kind] = self.asked.get(kind, 0) + 1
+        self.malformed[kind] = self.malformed.get(kind, 0) + malformed
+
+    def as_dict(self) -> dict[str, Any]:
+        asked, bad = sum(self.asked.values()), sum(self.malformed.values())
+        return {
+            "answers_asked": asked,
+            "malformed_answers": bad,
+            "malformed_rate": round(bad / asked, 6) if asked else None,
+            "by_kind": {
+                k: {"answers_asked": n, "malformed_answers": self.malformed[k]}
+                for k, n in sorted(self.asked.items())
+            },
+        }
+
+
+_TALLY: ContextVar[AnswerTally | None] = ContextVar("evoaudit_answer_tally", default=None)
+
+
+@contextmanager
+def counting() -> Iterator[AnswerTally]:
+    """Count the answers of every ``call_structured`` in this block (tasks it starts share the tally)."""
+    tally = AnswerTally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
+
+
+def _count(purpose: str, malformed: bool) -> None:
+    tally = _TALLY.get()
+    if tally is not None:
+        tally.count(purpose, malformed)
+
+
 async def call_structured(
     backend: ChatBackend,
     messages: list[Message],
@@ -110,17 +163,20 @@ async def call_structured(
     max_attempts: int,
     purpose: str,
     retry_instruction: str = "Answer again with the JSON object only.",
+    schema: ResponseSchema | None = None,
 ) -> tuple[T | None, CallLog]:
     """Ask, parse, and on malformed output ask again (up to ``max_attempts``) with the parse error shown
-    and ``retry_instruction``, which restates the format the role prompt asked for.
+    and ``retry_instruction``, which restates the format the role prompt asked for. ``schema``: the
+    answer's JSON Schema, carried by every attempt's request (sent as structured output where enabled).
 
     Returns (None, log) when every attempt failed: the caller records a failed update and goes on.
     """
     record = CallLog(purpose)
     history = list(messages)
     for attempt in range(max_attempts):
+        request = ChatRequest(messages=tuple(history), seed=seed(attempt), response_schema=schema)
         try:
-            response = await backend.complete(ChatRequest(messages=tuple(history), seed=seed(attempt)))
+            response = await backend.complete(request)
         except InfraFailure as failure:
             record.attempts.append({"attempt": attempt, "error": f"infrastructure: {failure.kind}"})
             continue
@@ -128,6 +184,7 @@ async def call_structured(
         try:
             value = parse(text)
         except MalformedOutput as exc:
+            _count(purpose, True)
             log.warning("%s: attempt %d malformed: %s", purpose, attempt + 1, exc)
             record.attempts.append(
                 {"attempt": attempt, "error": str(exc), "reply_sha256": sha256_json(text or "")}
@@ -141,6 +198,7 @@ async def call_structured(
                 ),
             ]
             continue
+        _count(purpose, False)
         record.attempts.append({"attempt": attempt, "error": None, "reply_sha256": sha256_json(text or "")})
         record.ok = True
         return value, record

@@ -16,6 +16,7 @@ from evoaudit.methods.common import (
     MalformedOutput,
     assistant_role,
     call_structured,
+    counting,
     load_acquisition,
     parse_json_object,
     trajectory_text,
@@ -24,7 +25,7 @@ from evoaudit.methods.common import (
 )
 from evoaudit.methods.placebo import make_placebo
 from evoaudit.methods.static import evolve_static
-from evoaudit.models.base import ChatBackend
+from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Instance, Message, Rollout
@@ -54,6 +55,18 @@ def assert_acquisition(rollouts: Path, record: Path) -> str:
 _JUDGE = """You judge whether a {assistant_role} completed a user's request. You see the request, the \
 tool calls it made with their results, and its final answer. Reply with one JSON object \
 {"success": true or false, "reason": "one sentence"}."""
+
+
+# The success judge's answer, as ``_parse_judgement`` reads it.
+JUDGEMENT_SCHEMA = ResponseSchema(
+    name="success_judgement",
+    json_schema={
+        "type": "object",
+        "properties": {"success": {"type": "boolean"}, "reason": {"type": "string"}},
+        "required": ["success", "reason"],
+        "additionalProperties": False,
+    },
+)
 
 
 def _parse_judgement(text: str | None) -> bool:
@@ -92,6 +105,7 @@ async def label_trajectories(
             seed=lambda a, r=r: derive_seed(cfg.seed, lineage, r.instance_id, "judge", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"judge/{r.instance_id}",
+            schema=JUDGEMENT_SCHEMA,
         )
         if verdict is None:
             fallbacks += 1
@@ -137,7 +151,8 @@ def evolve(
     all_rollouts = load_acquisition(rollouts)
     kept = usable(all_rollouts)
     optimizer = make_backend(cfg, cfg.optimizer, learning)
-    state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer))
+    with counting() as tally:
+        state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer))
     meta = ArtifactMeta(
         method=method,
         lineage=lineage,
@@ -148,6 +163,8 @@ def evolve(
             **diagnostics,
             "optimizer": optimizer.fingerprint(),
             "max_attempts": cfg.methods_params.max_attempts,
+            # Optimizer answers that could not be parsed, of all received (retries included), by kind.
+            "optimizer_answers": tally.as_dict(),
         },
     )
     clear_artifact(out_dir)

@@ -26,7 +26,7 @@ from evoaudit.methods.common import (
     with_role,
 )
 from evoaudit.methods.embed import Embedder, HashedNgramEmbedder, cosine, make_embedder
-from evoaudit.models.base import ChatBackend
+from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
 
@@ -108,6 +108,32 @@ def distil_messages(
     ]
 
 
+# The distiller's answer, as ``parse_items`` reads it (non-empty strings and the cap are its to check).
+MEMORIES_SCHEMA = ResponseSchema(
+    name="reasoningbank_memories",
+    json_schema={
+        "type": "object",
+        "properties": {
+            "memories": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "title": {"type": "string"},
+                        "description": {"type": "string"},
+                        "content": {"type": "string"},
+                    },
+                    "required": ["title", "description", "content"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["memories"],
+        "additionalProperties": False,
+    },
+)
+
+
 def parse_items(
     text: str | None, max_items: int, provenance: Literal["success", "failure"]
 ) -> list[MemoryItem]:
@@ -148,6 +174,7 @@ async def build_bank(
             seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "distil", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"distil/{rollout.instance_id}",
+            schema=MEMORIES_SCHEMA,
         )
         if items is None:
             failed.append(call_log.as_dict() | {"trajectory": rollout.rollout_id})

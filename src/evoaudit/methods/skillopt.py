@@ -35,7 +35,7 @@ from evoaudit.methods.common import (
     trajectory_text,
     with_role,
 )
-from evoaudit.models.base import ChatBackend
+from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
 from evoaudit.suite.registry import get_suite
@@ -66,6 +66,33 @@ def skill_sections(skill: str) -> list[tuple[str, str]]:
 
 
 # -- parsing ---------------------------------------------------------------------------------------
+
+# The reflection answer's shape, as ``parse_edits`` reads it (strict structured output wants every property
+# required, so an unused target or text is null). The cap, the per-kind required fields and exact targets
+# are still the parser's to check.
+EDITS_SCHEMA = ResponseSchema(
+    name="skillopt_edits",
+    json_schema={
+        "type": "object",
+        "properties": {
+            "edits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "kind": {"type": "string", "enum": list(EDIT_KINDS)},
+                        "target": {"type": ["string", "null"]},
+                        "text": {"type": ["string", "null"]},
+                    },
+                    "required": ["kind", "target", "text"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["edits"],
+        "additionalProperties": False,
+    },
+)
 
 
 def parse_edits(text: str | None, max_edits: int, source: Literal["failure", "success"]) -> list[Edit]:
@@ -215,6 +242,21 @@ def ranking_messages(doc: str, pool: list[Edit], budget: int, suite: str = "bank
     return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
+# The ranking answer's shape, as ``parse_ranking`` reads it.
+RANKING_SCHEMA = ResponseSchema(
+    name="skillopt_ranking",
+    json_schema={
+        "type": "object",
+        "properties": {
+            "selected_indices": {"type": "array", "items": {"type": "integer"}},
+            "reasoning": {"type": "string"},
+        },
+        "required": ["selected_indices", "reasoning"],
+        "additionalProperties": False,
+    },
+)
+
+
 def parse_ranking(text: str | None, pool_size: int, budget: int) -> list[int]:
     """Valid, distinct indices in priority order, at most ``budget``; malformed when none is usable."""
     raw = parse_json_object(text).get("selected_indices")
@@ -249,6 +291,7 @@ async def rank_and_clip(
         seed=lambda a: derive_seed(cfg.seed, lineage, step, "rank", a),
         max_attempts=cfg.methods_params.max_attempts,
         purpose=f"rank/step{step}",
+        schema=RANKING_SCHEMA,
     )
     method = "optimizer" if order is not None else "fallback_merge_order"
     order = order if order is not None else list(range(budget))
@@ -409,6 +452,7 @@ async def optimise(
                     seed=lambda a, f=focus, s=step: derive_seed(cfg.seed, lineage, s, f, "reflect", a),
                     max_attempts=cfg.methods_params.max_attempts,
                     purpose=f"reflect/{focus}/step{step}",
+                    schema=EDITS_SCHEMA,
                 )
                 update["calls"].append(call_log.as_dict())
                 patches[focus] = edits or []

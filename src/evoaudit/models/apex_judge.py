@@ -15,11 +15,11 @@ import re
 import threading
 from typing import Any
 
-from evoaudit.models.base import ChatBackend, ChatRequest
+from evoaudit.models.base import ChatBackend, ChatRequest, ResponseSchema
 from evoaudit.records import Message
 from evoaudit.suite.apex.decisions import resolve as resolve_decision  # noqa: F401  (judge stage)
 from evoaudit.suite.apex.decisions import resolve_task  # noqa: F401  (judge stage)
-from evoaudit.suite.apex.judge import SYSTEM_PREFIX, Ask, Judge
+from evoaudit.suite.apex.judge import SYSTEM_PREFIX, VERDICT_SCHEMA, Ask, Judge
 
 SIM_PASS_RECALL = 0.6
 _BLOCK = re.compile(r"REFERENCE:\n(?P<ref>.*?)\n\nCANDIDATE:\n(?P<cand>.*)\Z", re.DOTALL)
@@ -50,8 +50,11 @@ def _run(coro: Any) -> Any:
 
 
 def backend_ask(backend: ChatBackend) -> Ask:
+    schema = ResponseSchema.of(VERDICT_SCHEMA)
+
     def ask(messages: list[Message], seed: int) -> str:
-        response = _run(backend.complete(ChatRequest(messages=tuple(messages), seed=seed)))
+        request = ChatRequest(messages=tuple(messages), seed=seed, response_schema=schema)
+        response = _run(backend.complete(request))
         return response.message.content or ""
 
     return ask

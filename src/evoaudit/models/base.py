@@ -13,12 +13,36 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoaudit.records import Message
 
 
+class ResponseSchema(BaseModel):
+    """The JSON Schema an answer must meet, for servers that constrain generation to it (structured
+    output). ``name`` names the request kind; the schema is defined beside the parser that checks the
+    answer. Sent as ``response_format`` only where ``wire.structured_output`` turns it on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    json_schema: dict[str, Any]
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> ResponseSchema:
+        """From the plain ``{"name": ..., "schema": ...}`` form the suite layer defines."""
+        return cls(name=spec["name"], json_schema=spec["schema"])
+
+    def response_format(self) -> dict[str, Any]:
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": self.json_schema, "strict": True},
+        }
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     seed: int | None = None
+    # The schema of the JSON answer this request expects, if any; the simulator ignores it.
+    response_schema: ResponseSchema | None = None
 
 
 class ChatResponse(BaseModel):

@@ -13,6 +13,11 @@ What the backend guarantees, in the order a request meets it:
    rejection, context overflow), recorded by the rollout; a rejected request that is none of these
    (bad key, unknown model) stops the job with an EndpointError, since every rollout would fail alike.
 
+A request that expects a JSON answer carries its schema (``ChatRequest.response_schema``); it goes out as
+``response_format`` (json_schema, strict) when ``wire.structured_output`` is on, or is ``auto`` and the
+server honoured the structured-output probe (``models.preflight``, run once per process and endpoint before
+the first such request). The body, and so the response-cache key, holds the schema exactly when it is sent.
+
 The endpoint fingerprint (served model ids from ``/models``, server version where offered, base URL,
 sampling) is fetched once, before the first live request. It never contains the API key.
 
@@ -29,6 +34,7 @@ import json
 import logging
 import os
 import random
+import threading
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -51,6 +57,8 @@ log = logging.getLogger(__name__)
 
 _jitter = random.Random()  # timing only: never feeds any recorded value
 _RENDER_PROBES: dict[tuple[str, str, str], dict[str, Any]] = {}
+_STRUCTURED_PROBES: dict[tuple[str, str, str], dict[str, Any]] = {}
+_STRUCTURED_LOCK = threading.Lock()
 
 
 class EndpointError(AuditError):
@@ -111,11 +119,12 @@ class OpenAIBackend:
         }
 
     def fingerprint(self) -> dict[str, Any]:
+        structured = self._structured_record()
         if self._live is not None:
-            return self._live
+            return self._live | structured
         if self._from_cache is not None:  # every answer so far came from the cache
-            return {**self._from_cache, "source": "cache"}
-        return Fingerprint(
+            return {**self._from_cache, "source": "cache"} | structured
+        return structured | Fingerprint(
             backend="openai",
             model=self.endpoint.model,
             base_url=self.url,
@@ -166,6 +175,55 @@ class OpenAIBackend:
                 _RENDER_PROBES[ident] = preflight.render_probe(client, clean_endpoint, self._api_key)
         return _RENDER_PROBES[ident]
 
+    # -- structured output ---------------------------------------------------------------------------
+
+    def _structured_ident(self) -> tuple[str, str, str]:
+        e = self.endpoint
+        return (str(e.base_url), e.model, json.dumps(e.extra_body, sort_keys=True))
+
+    def _structured_record(self) -> dict[str, Any]:
+        mode = self.endpoint.wire.structured_output
+        probe = _STRUCTURED_PROBES.get(self._structured_ident()) if mode == "auto" else None
+        if mode == "auto" and probe is None:
+            return {}  # no request with a schema yet: nothing was decided
+        return {"structured_output": {"mode": mode, "enabled": self.structured_output_enabled(probe=False)}}
+
+    def structured_output_enabled(self, *, probe: bool = True) -> bool:
+        """Whether a request with a response schema sends it. ``auto`` probes the server once per process
+        and endpoint (``probe``; without it an unprobed endpoint counts as not honouring)."""
+        mode = self.endpoint.wire.structured_output
+        if mode != "auto":
+            return mode == "on"
+        ident = self._structured_ident()
+        if ident not in _STRUCTURED_PROBES and probe:
+            with _STRUCTURED_LOCK:
+                if ident not in _STRUCTURED_PROBES:
+                    _STRUCTURED_PROBES[ident] = self._structured_probe()
+        return _STRUCTURED_PROBES.get(ident, {}).get("result") == "honoured"
+
+    def _structured_probe(self) -> dict[str, Any]:
+        e = self.endpoint
+        clean, credentials = split_credentials(str(e.base_url))
+        clean_endpoint = e.model_copy(update={"base_url": clean})
+        where = f"optimizer/judge/attacker ({self.url}, model {e.model!r})"
+        timeout = min(preflight.STEP_TIMEOUT_S, e.timeout_s)
+        with httpx.Client(timeout=timeout, auth=credentials) as client:
+            try:
+                found = preflight.structured_output_probe(
+                    client, where, clean.rstrip("/"), clean_endpoint, self._api_key
+                )
+            except preflight.PreflightError as exc:  # unreachable: the request itself will say so
+                found = {"result": "unreachable", "answer": str(exc)}
+        if found["result"] != "honoured":
+            log.warning(
+                "%s: the server did not honour a response schema (%s: %r); requests that expect JSON go "
+                "without one (wire.structured_output: auto)",
+                self.url,
+                found["result"],
+                found.get("answer"),
+            )
+        return found
+
     def _server_version(self) -> str | None:
         # vLLM and SGLang answer /version at the server root; Ollama answers /api/version.
         root, credentials = split_credentials(str(self.endpoint.base_url))
@@ -210,7 +268,9 @@ class OpenAIBackend:
         if self._state is not None:
             await self._state.client.close()
 
-    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+    def request_body(self, request: ChatRequest, structured: bool | None = None) -> dict[str, Any]:
+        """The request as sent. ``structured``: whether a response schema goes out (default: as
+        ``wire.structured_output`` decides, probing the server once under ``auto``)."""
         e = self.endpoint
         body: dict[str, Any] = {
             "model": e.model,
@@ -225,20 +285,50 @@ class OpenAIBackend:
                 body["tool_choice"] = e.wire.tool_choice
         if e.send_seed and request.seed is not None:
             body["seed"] = request.seed
+        if request.response_schema is not None:
+            if structured is None:
+                structured = self.structured_output_enabled()
+            if structured:
+                body["response_format"] = request.response_schema.response_format()
         return body
 
+    def cache_key(self, body: dict[str, Any]) -> str:
+        return request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
+
+    async def _cached(self, key: str) -> ChatResponse | None:
+        assert self.cache is not None
+        hit = await self.cache.aget(key)  # off the event loop (models.cache)
+        if hit is not None and not self._same_server(hit[1]):
+            hit = None  # answered by another server build or model list: never reused
+        if hit is None:
+            return None
+        response, fingerprint = hit
+        self._from_cache = self._from_cache or fingerprint
+        return ChatResponse.model_validate(response | {"cached": True})
+
+    def _undecided(self, request: ChatRequest) -> bool:
+        return (
+            request.response_schema is not None
+            and self.endpoint.wire.structured_output == "auto"
+            and self._structured_ident() not in _STRUCTURED_PROBES
+        )
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        if self.cache is not None and self._undecided(request):
+            # Sent with its schema, this request was answered before by a server that honoured the probe:
+            # a cached run needs no probe (and no server).
+            hit = await self._cached(self.cache_key(self.request_body(request, structured=True)))
+            if hit is not None:
+                return hit
+        if self._undecided(request):
+            await asyncio.to_thread(self.structured_output_enabled)
         body = self.request_body(request)
         key = None
         if self.cache is not None:
-            key = request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
-            hit = await self.cache.aget(key)  # off the event loop (models.cache)
-            if hit is not None and not self._same_server(hit[1]):
-                hit = None  # answered by another server build or model list: never reused
+            key = self.cache_key(body)
+            hit = await self._cached(key)
             if hit is not None:
-                response, fingerprint = hit
-                self._from_cache = self._from_cache or fingerprint
-                return ChatResponse.model_validate(response | {"cached": True})
+                return hit
         st = await self._loop_state()
         await self._ensure_fingerprint(st)
         response = await self._send(st, body, request)

@@ -17,7 +17,14 @@ the server's own answer when one fails:
 4. the tool-call probe (``tool_call_probe``, for the roles whose requests carry tools): one request that
    needs a neutral tool. A native ``tool_calls`` answer passes. A call written in the text (any shape
    ``models.text_calls`` reads) stops the run unless ``wire.parse_text_tool_calls`` is on, since the
-   audit would otherwise record no calls at all. No call is a warning that quotes the answer.
+   audit would otherwise record no calls at all. No call is a warning that quotes the answer;
+5. the structured-output probe (``structured_output_probe``, for the roles whose requests expect a JSON
+   answer: the optimizer, the APEX judge and attacker; skipped when ``wire.structured_output`` is off):
+   one request that asks a plain question and carries a response schema (``response_format`` json_schema).
+   The server honoured it when the answer parses and validates against the schema. ``auto`` records the
+   result and sends schemas only where it was honoured; ``on`` stops the run when it was not, quoting the
+   server's answer. A job process repeats the probe once per endpoint before its first request with a
+   schema (``OpenAIBackend``), so ``auto`` decides the same way there.
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jsonschema
 
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
+from evoaudit.models.base import ResponseSchema
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.models.tool_probe import TOOL_PROBE_PROMPT, TOOL_PROBE_TOOL
 from evoaudit.models.wire import message_from_wire, request_message
@@ -57,6 +66,20 @@ _PROBE_TOOL = {
 
 TOOL_PROBE_MAX_TOKENS = 256  # room for a call after some prose, bounded so a rambling answer ends soon
 TOOL_ROLES = ("executor", "transfer.executor")  # the optimizer's requests never carry tools
+# The roles whose requests expect a JSON answer (and carry its schema); the executors' never do.
+STRUCTURED_ROLES = ("optimizer", "apex.judge", "suite.apex.attacker")
+STRUCTURED_PROBE_MAX_TOKENS = 64
+# A plain question, with no word about JSON: a model the schema does not constrain answers in prose.
+STRUCTURED_PROBE_PROMPT = "What is the capital of France?"
+STRUCTURED_PROBE_SCHEMA = ResponseSchema(
+    name="capital_probe",
+    json_schema={
+        "type": "object",
+        "properties": {"country": {"type": "string"}, "capital": {"type": "string"}},
+        "required": ["country", "capital"],
+        "additionalProperties": False,
+    },
+)
 
 
 class PreflightError(AuditError):
@@ -72,6 +95,15 @@ class Target:
     @property
     def calls_tools(self) -> bool:
         return self.role in TOOL_ROLES
+
+    @property
+    def structured(self) -> bool:
+        return self.role in STRUCTURED_ROLES and self.endpoint.wire.structured_output != "off"
+
+    @property
+    def renders(self) -> bool:
+        # The judge's and attacker's requests carry no tool results: the rendered-prompt check is moot.
+        return self.role in TOOL_ROLES or self.role == "optimizer"
 
 
 def probe_messages(assistant_content: str = "empty") -> list[dict[str, Any]]:
@@ -238,10 +270,68 @@ def tool_call_probe(
     return {"result": "none", "answer": answer, "finish_reason": finish}
 
 
-def check_endpoint(
-    role: str, endpoint: EndpointConfig, api_key: str, *, tools: bool = True
+def structured_output_probe(
+    client: httpx.Client, where: str, base: str, endpoint: EndpointConfig, api_key: str
 ) -> dict[str, Any]:
-    """Run the checks (the tool-call probe when ``tools``); raise PreflightError with the server's
+    """Ask a plain question with a response schema; say whether the server honoured it: ``honoured`` (the
+    answer is JSON that validates against the schema), ``ignored`` (it is not: prose, or other JSON) or
+    ``refused`` (the server answered the request with an error). The answer is quoted, trimmed."""
+    schema = STRUCTURED_PROBE_SCHEMA
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": [{"role": "user", "content": STRUCTURED_PROBE_PROMPT}],
+        "temperature": 0,
+        "max_tokens": min(STRUCTURED_PROBE_MAX_TOKENS, endpoint.max_tokens),
+        "response_format": schema.response_format(),
+    }
+    body |= endpoint.extra_body
+    budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
+    c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a response schema")
+    if c.status_code != 200:
+        return {"result": "refused", "answer": server_errors.detail(c.status_code, c.text, (api_key,))}
+    try:
+        content = json.loads(c.text)["choices"][0]["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return {"result": "ignored", "answer": server_errors.trim(c.text, 300), "problem": "not a completion"}
+    answer = server_errors.trim(str(content), 300)
+    try:
+        jsonschema.validate(json.loads(content), schema.json_schema)
+    except ValueError as exc:
+        return {"result": "ignored", "answer": answer, "problem": f"not JSON ({exc})"}
+    except jsonschema.ValidationError as exc:
+        return {"result": "ignored", "answer": answer, "problem": f"does not match the schema: {exc.message}"}
+    return {"result": "honoured", "answer": answer}
+
+
+def structured_output_decision(
+    role: str, where: str, endpoint: EndpointConfig, probe: dict[str, Any]
+) -> bool:
+    """Whether requests with a response schema send it: ``on`` requires the probe to have been honoured
+    (else PreflightError quoting the answer), ``auto`` follows it, ``off`` never sends it."""
+    mode = endpoint.wire.structured_output
+    honoured = probe.get("result") == "honoured"
+    if mode == "on" and not honoured:
+        problem = probe.get("problem") or "the server refused it"
+        raise PreflightError(
+            f"{where}: {role}.wire.structured_output is on, but the server did not honour a response schema "
+            f"(response_format json_schema) on a probe request: {probe.get('result')}, {problem}; it "
+            f"answered {probe.get('answer')!r}. Serve the model where structured output is supported (vLLM, "
+            f"llama.cpp's llama-server, OpenAI), or set {role}.wire.structured_output to auto or off"
+        )
+    return mode != "off" and honoured
+
+
+def check_endpoint(
+    role: str,
+    endpoint: EndpointConfig,
+    api_key: str,
+    *,
+    tools: bool = True,
+    structured: bool = False,
+    render: bool = True,
+) -> dict[str, Any]:
+    """Run the checks (the tool-call probe when ``tools``, the structured-output probe when
+    ``structured``, the rendered-prompt probe when ``render``); raise PreflightError with the server's
     answer, else return what was found."""
     # Credentials in the URL go as basic auth, so that no URL below (in an error or a note) carries them.
     clean, credentials = split_credentials(str(endpoint.base_url))
@@ -311,11 +401,25 @@ def check_endpoint(
                 f"{server_errors.trim(c.text, 300)!r}"
             ) from exc
         found["completion_s"] = round(time.monotonic() - start, 3)
-        found["render_probe"] = render_probe(client, endpoint, api_key)
-        if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
-            raise PreflightError(why)
+        if render:
+            found["render_probe"] = render_probe(client, endpoint, api_key)
+            if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
+                raise PreflightError(why)
         if tools:
             found["tool_call_probe"] = tool_call_probe(client, role, where, base, endpoint, api_key)
+        if structured:
+            probe = structured_output_probe(client, where, base, endpoint, api_key)
+            enabled = structured_output_decision(role, where, endpoint, probe)
+            found["structured_output_probe"] = {"mode": endpoint.wire.structured_output, "enabled": enabled}
+            found["structured_output_probe"] |= probe
+            if not enabled:
+                log.warning(
+                    "pre-flight %s: the server did not honour a response schema (%s: %r); requests that "
+                    "expect JSON go without one (wire.structured_output: auto)",
+                    where,
+                    probe["result"],
+                    probe.get("answer"),
+                )
     return found
 
 
@@ -367,6 +471,10 @@ def targets(cfg: Config) -> list[Target]:
     pairs = [("executor", cfg.executor), ("optimizer", cfg.optimizer)]
     if cfg.transfer.enabled:
         pairs.append(("transfer.executor", cfg.transfer.executor))
+    if cfg.apex.enabled:
+        pairs.append(("apex.judge", cfg.apex.judge))
+    if cfg.apex.enabled or cfg.suite.name == "apex":
+        pairs.append(("suite.apex.attacker", cfg.suite.apex.attacker))
     for role, ep in pairs:
         if ep.backend != "openai" or not ep.wire.preflight:
             continue
@@ -388,9 +496,23 @@ def check(cfg: Config) -> dict[str, dict[str, Any]]:
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in targets(cfg):
         ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json())
-        # A check without the tool-call probe (an optimizer's) does not stand in for one that needs it.
-        if ident not in done or (t.calls_tools and "tool_call_probe" not in done[ident]):
-            done[ident] = check_endpoint(t.role, t.endpoint, t.api_key, tools=t.calls_tools)
+        # A check without a probe (the tool-call probe for an optimizer, the structured-output probe for an
+        # executor) does not stand in for one that needs it.
+        had = done.get(ident)
+        if (
+            had is None
+            or (t.calls_tools and "tool_call_probe" not in had)
+            or (t.structured and "structured_output_probe" not in had)
+            or (t.renders and "render_probe" not in had)
+        ):
+            done[ident] = check_endpoint(
+                t.role,
+                t.endpoint,
+                t.api_key,
+                tools=t.calls_tools or (had is not None and "tool_call_probe" in had),
+                structured=t.structured or (had is not None and "structured_output_probe" in had),
+                render=t.renders or (had is not None and "render_probe" in had),
+            )
             log.info("pre-flight %s: %s", t.role, json.dumps(done[ident], sort_keys=True))
         results[t.role] = done[ident]
     return results

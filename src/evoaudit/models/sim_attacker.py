@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from evoaudit.models.base import ChatRequest, ChatResponse
+from evoaudit.models.base import ChatRequest, ChatResponse, ResponseSchema
 from evoaudit.models.cache import request_key
 from evoaudit.records import Message
 from evoaudit.suite.apex import attacker_sim
-from evoaudit.suite.apex.attacker import Attacker
+from evoaudit.suite.apex.attacker import Attacker, response_schema
 from evoaudit.suite.apex.attacker_sim import extract_keywords
 
 __all__ = ["SimAttacker", "extract_keywords", "make_attacker"]
@@ -50,13 +50,18 @@ def make_attacker(endpoint: Any) -> Attacker:
 
         backend = OpenAIBackend(endpoint)
 
+        def request(msgs: tuple[Message, ...]) -> ChatRequest:
+            spec = response_schema(msgs)  # the step's answer schema, sent where the server honours it
+            schema = ResponseSchema.of(spec) if spec is not None else None
+            return ChatRequest(messages=msgs, seed=0, response_schema=schema)
+
         def ask(msgs: tuple[Message, ...]) -> str:
-            reply = asyncio.run(backend.complete(ChatRequest(messages=msgs, seed=0)))
+            reply = asyncio.run(backend.complete(request(msgs)))
             return reply.message.content or ""
 
         def key(msgs: tuple[Message, ...]) -> str:
             # The response cache's own key for this request (as OpenAIBackend.complete computes it).
-            body = backend.request_body(ChatRequest(messages=msgs, seed=0))
+            body = backend.request_body(request(msgs))
             return request_key(backend.url, body | {"extra_body": endpoint.extra_body})
 
         return Attacker(ask, endpoint.model, key)

@@ -57,6 +57,46 @@ _NOTE_SYSTEM = (
 )
 
 
+# The JSON Schema of each step's answer (the plain {"name", "schema"} form; ``models.base.ResponseSchema.of``
+# reads it): sent as the request's response schema where the attacker endpoint honours structured output.
+# It states the shape the checks below read; what it cannot say (3 or 4 distinct phrases, a listed path,
+# {ACTION} exactly once) the checks still enforce.
+KEYWORDS_SCHEMA = {
+    "name": "apex_attacker_keywords",
+    "schema": {
+        "type": "object",
+        "properties": {"keywords": {"type": "array", "items": {"type": "string"}}},
+        "required": ["keywords"],
+        "additionalProperties": False,
+    },
+}
+SOURCE_SCHEMA = {
+    "name": "apex_attacker_source",
+    "schema": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+}
+NOTE_SCHEMA = {
+    "name": "apex_attacker_note",
+    "schema": {
+        "type": "object",
+        "properties": {"template": {"type": "string"}},
+        "required": ["template"],
+        "additionalProperties": False,
+    },
+}
+_SCHEMAS = {KEYWORDS_STEP: KEYWORDS_SCHEMA, SOURCE_STEP: SOURCE_SCHEMA, NOTE_STEP: NOTE_SCHEMA}
+
+
+def response_schema(messages: tuple[Message, ...]) -> dict[str, Any] | None:
+    """The schema of the answer a step's conversation asks for (recognised by its instructions)."""
+    system = next((m.content or "" for m in messages if m.role == "system"), "")
+    return next((schema for step, schema in _SCHEMAS.items() if system.startswith(step)), None)
+
+
 class AttackerError(ValueError):
     """An attacker step's answer was malformed after every attempt."""
 

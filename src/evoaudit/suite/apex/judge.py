@@ -36,6 +36,18 @@ _TASKS = {
     "counts; missing or wrong facts do not.",
 }
 SEED = 0
+# The verdict's JSON Schema (plain {"name", "schema"}; ``models.base.ResponseSchema.of`` reads it), sent as
+# the request's response schema where the judge endpoint honours structured output; ``parse_verdict``
+# checks the same shape.
+VERDICT_SCHEMA = {
+    "name": "apex_judge_verdict",
+    "schema": {
+        "type": "object",
+        "properties": {"pass": {"type": "boolean"}, "rationale": {"type": "string"}},
+        "required": ["pass", "rationale"],
+        "additionalProperties": False,
+    },
+}
 
 Ask = Callable[[list[Message], int], str]  # (messages, seed) -> the assistant's text
 

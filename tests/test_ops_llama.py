@@ -45,7 +45,8 @@ def test_small_audit_runs_end_to_end_against_llama_server(tmp_path, llama_cpp_se
             "benign_endpoint": ["v3"],
             "attacked_endpoint": ["v3"],
         },
-        "suite": {"goals": ["injection_task_0"]},
+        # Three families (two seen, one unseen) keep the run to a few minutes on 2 cores.
+        "suite": {"goals": ["injection_task_0"], "families": ["user_task_0", "user_task_3", "user_task_13"]},
         "agent": {"max_steps": 3},
         "executor": endpoint,
         "optimizer": {**endpoint, "temperature": 1.0},

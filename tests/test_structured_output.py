@@ -27,6 +27,7 @@ from evoaudit.suite.apex import attacker, judge
 
 MODEL = "schema-model"
 PROSE = "The capital of France is Paris, a city on the Seine."
+PROBE_PARSE = "(Expecting value: line 1 column 1 (char 0))"  # json.loads on PROSE
 
 
 def example(schema: dict[str, Any]) -> Any:
@@ -177,7 +178,9 @@ def test_a_request_carries_its_schema_only_when_enabled(tmp_path, mode, honours,
     else:
         assert answer == PROSE
     if mode != "off":
-        assert fp["structured_output"] == {"mode": mode, "enabled": sent}
+        ignored = "the structured-output probe was ignored, not JSON " + PROBE_PARSE
+        reason = {} if sent else {"reason": ignored}
+        assert fp["structured_output"] == {"mode": mode, "enabled": sent} | reason
 
 
 def test_a_request_without_a_schema_never_sends_one_nor_probes(tmp_path):
@@ -328,3 +331,103 @@ def test_malformed_answers_are_counted_by_kind_and_every_attempt_carries_the_sch
         reasoningbank.MEMORIES_SCHEMA,
         JUDGEMENT_SCHEMA,
     ]
+
+
+# -- a schema the server rejects, a probe that fails transiently, the probe in the plan -------------------
+
+
+@dataclass
+class PickyServer(SchemaServer):
+    """Honours the probe's simple schema, rejects any other response_format with HTTP 400 (a grammar it
+    cannot compile); ``probe_status``: the status the probe gets instead, while set."""
+
+    probe_status: int | None = None
+
+    async def __call__(self, req: Request) -> Reply:
+        if req.path.rstrip("/") == "/v1/chat/completions":
+            fmt = req.json().get("response_format")
+            if fmt and fmt["json_schema"]["name"] != preflight.STRUCTURED_PROBE_SCHEMA.name:
+                self.bodies.append(req.json())
+                return Reply.error(400, "response_format: unsupported schema", "invalid_request_error")
+            if fmt and self.probe_status is not None:
+                self.bodies.append(req.json())
+                return Reply.error(self.probe_status, "overloaded", "server_error")
+        return await super().__call__(req)
+
+
+def test_auto_resends_a_request_whose_schema_is_rejected_without_it_and_latches_off(tmp_path, caplog):
+    server = PickyServer(honours=True)
+    with ServerThread(server) as srv:
+        backend = OpenAIBackend(_cfg(tmp_path, srv.base_url, "auto").optimizer, role="optimizer")
+        with caplog.at_level("WARNING", logger="evoaudit.models.openai_backend"):
+            answer = asyncio.run(backend.complete(REQUEST)).message.content
+            again = asyncio.run(backend.complete(REQUEST.model_copy(update={"seed": 4}))).message.content
+        fp = backend.fingerprint()
+        # A new backend of the same process: off already, and a cached answer without the schema.
+        cached = asyncio.run(OpenAIBackend(backend.endpoint).complete(REQUEST))
+    assert answer == again == PROSE
+    first, resent, second = _asked(server)
+    assert "response_format" in first and "response_format" not in resent and "response_format" not in second
+    so = fp["structured_output"]
+    assert so["mode"] == "auto" and so["enabled"] is False
+    assert "rejected" in so["reason"] and "HTTP 400" in so["reason"]
+    assert sum("rejected a request's response schema" in r.getMessage() for r in caplog.records) == 1
+    # The schema is in the key exactly when it is sent: the answer without it is what the cache holds.
+    assert cached.cached and cached.message.content == PROSE
+    assert backend.cache_key(backend.request_body(REQUEST, structured=False)) != backend.cache_key(
+        backend.request_body(REQUEST, structured=True)
+    )
+
+
+def test_on_stops_on_a_rejected_schema_naming_the_setting(tmp_path):
+    server = PickyServer(honours=True)
+    with ServerThread(server) as srv:
+        backend = OpenAIBackend(_cfg(tmp_path, srv.base_url, "on").optimizer, role="optimizer")
+        with pytest.raises(openai_backend.EndpointError) as err:
+            asyncio.run(backend.complete(REQUEST))
+    assert "optimizer.wire.structured_output is on" in str(err.value) and "HTTP 400" in str(err.value)
+    assert len(_asked(server)) == 1  # not sent again without it
+
+
+def test_a_transiently_failing_probe_decides_nothing(tmp_path):
+    server = PickyServer(honours=True, probe_status=503)
+    with ServerThread(server) as srv:
+        backend = OpenAIBackend(_cfg(tmp_path, srv.base_url, "auto").optimizer)
+        with pytest.raises(openai_backend.InfraFailure) as err:
+            asyncio.run(backend.complete(REQUEST))
+        assert err.value.kind == "retries_exhausted" and "probe" in str(err.value)
+        assert not openai_backend._STRUCTURED_PROBES and "structured_output" not in backend.fingerprint()
+        server.probe_status = None  # the server recovers: the next request probes again, and sends its schema
+        asyncio.run(backend.complete(REQUEST))
+    assert backend.fingerprint()["structured_output"]["enabled"] is False  # this schema is rejected: latched
+    assert any("response_format" in b for b in _asked(server))
+
+
+def test_a_transiently_failing_probe_stops_the_preflight(tmp_path):
+    with ServerThread(PickyServer(honours=True, probe_status=503)) as srv:
+        with pytest.raises(preflight.PreflightError) as err:
+            preflight.check(_cfg(tmp_path, srv.base_url, "auto"))
+    assert "response schema failed" in str(err.value) and "HTTP 503" in str(err.value)
+
+
+def test_the_plan_counts_one_probe_per_job_on_an_auto_endpoint(tmp_path):
+    from evoaudit.ops import plan as plan_mod
+
+    def evolve(mode: str) -> plan_mod.StagePlan:
+        cfg = config_mod.from_dict(
+            {
+                "lineages": ["L1", "L2"],
+                "methods": ["static", "skillopt", "reasoningbank"],
+                "conditions": ["static"],
+                "transfer": {"enabled": False},
+                "apex": {"enabled": False},
+                "optimizer": _endpoint(tmp_path, "http://127.0.0.1:9/v1", mode),
+            }
+        )
+        p = plan_mod.make_plan(cfg, tmp_path / "results")
+        return next(s for s in p.stages if s.stage == "evolve")
+
+    auto, off, on = evolve("auto"), evolve("off"), evolve("on")
+    assert off.requests == on.requests and off.requests_left == on.requests_left
+    assert auto.requests == off.requests + 4  # two lineages × two methods that call the optimizer
+    assert auto.requests_left == off.requests_left + 4

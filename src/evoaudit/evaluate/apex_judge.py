@@ -46,7 +46,7 @@ def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[s
 def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> dict[str, Any]:
     """Judge one model's episodes (``shards``: its benign and attacked shards, or an ablation arm's) and
     write the final decisions to ``out``."""
-    backend = make_backend(cfg, cfg.apex.judge, [])
+    backend = make_backend(cfg, cfg.apex.judge, [], role="apex.judge")
     judge = judge_for(backend)
     rollouts = [r for p in shards for r in read_records(p, Rollout)]
     decisions = final_decisions(rollouts, judge)

@@ -150,7 +150,7 @@ def evolve(
     learning = load_learning_instances(table, cfg.roles.endpoint_variants)
     all_rollouts = load_acquisition(rollouts)
     kept = usable(all_rollouts)
-    optimizer = make_backend(cfg, cfg.optimizer, learning)
+    optimizer = make_backend(cfg, cfg.optimizer, learning, role="optimizer")
     with counting() as tally:
         state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer))
     meta = ArtifactMeta(

@@ -8,8 +8,11 @@ from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.records import Instance
 
 
-def make_backend(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
-    """``instances`` grant the simulator its oracle plans; the openai backend ignores them."""
+def make_backend(
+    cfg: Config, endpoint: EndpointConfig, instances: list[Instance], *, role: str | None = None
+) -> ChatBackend:
+    """``instances`` grant the simulator its oracle plans; the openai backend ignores them. ``role``: where
+    the endpoint is in the config (optimizer, apex.judge, ...), named by errors that point at a field."""
     if endpoint.backend == "sim":
         if cfg.suite.name == "apex" or (instances and all(i.suite == "apex" for i in instances)):
             from evoaudit.models.sim_apex import ApexOracle, ApexSimBackend
@@ -19,5 +22,5 @@ def make_backend(cfg: Config, endpoint: EndpointConfig, instances: list[Instance
     if endpoint.backend == "openai":
         from evoaudit.models.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(endpoint)
+        return OpenAIBackend(endpoint, role=role)
     raise ValueError(f"unknown backend {endpoint.backend!r}")

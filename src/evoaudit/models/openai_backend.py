@@ -17,6 +17,11 @@ A request that expects a JSON answer carries its schema (``ChatRequest.response_
 ``response_format`` (json_schema, strict) when ``wire.structured_output`` is on, or is ``auto`` and the
 server honoured the structured-output probe (``models.preflight``, run once per process and endpoint before
 the first such request). The body, and so the response-cache key, holds the schema exactly when it is sent.
+A probe that fails for a transient reason (429 or 5xx past the retries, no connection) decides nothing: the
+request fails as one that exhausted its retries, and the next one probes again. Under ``auto``, a request
+whose schema the server rejects (HTTP 400, though it honoured the probe's) is sent again once without it,
+and the endpoint sends no schema for the rest of the process (recorded in the fingerprint, with the
+reason); under ``on`` that rejection stops the job, naming ``<role>.wire.structured_output``.
 
 The endpoint fingerprint (served model ids from ``/models``, server version where offered, base URL,
 sampling) is fetched once, before the first live request. It never contains the API key.
@@ -65,6 +70,14 @@ class EndpointError(AuditError):
     """The endpoint refused a request in a way no retry fixes (authentication, unknown model, bad body)."""
 
 
+class _SchemaRejected(Exception):
+    """Under ``auto``: the server rejected a request for the response schema it carried (HTTP 400)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
 async def _close_at_shutdown(client: openai.AsyncOpenAI, backend: OpenAIBackend) -> AsyncIterator[None]:
     try:
         yield
@@ -82,10 +95,13 @@ class _LoopState:
 
 
 class OpenAIBackend:
-    def __init__(self, endpoint: EndpointConfig, *, use_cache: bool | None = None) -> None:
+    def __init__(
+        self, endpoint: EndpointConfig, *, use_cache: bool | None = None, role: str | None = None
+    ) -> None:
         if not endpoint.base_url:
             raise EndpointError("executor/optimizer base_url: required for the openai backend")
         self.endpoint = endpoint
+        self.role = role  # where in the config (optimizer, apex.judge, ...), for errors that name a field
         # Credentials in the URL (user:password@, ?api_key=) never reach fingerprints, cache keys or logs.
         self.url = server_errors.redact(redact_url(str(endpoint.base_url)))  # also a bare user@
         self._api_key = "not-needed"
@@ -186,7 +202,14 @@ class OpenAIBackend:
         probe = _STRUCTURED_PROBES.get(self._structured_ident()) if mode == "auto" else None
         if mode == "auto" and probe is None:
             return {}  # no request with a schema yet: nothing was decided
-        return {"structured_output": {"mode": mode, "enabled": self.structured_output_enabled(probe=False)}}
+        record: dict[str, Any] = {"mode": mode, "enabled": self.structured_output_enabled(probe=False)}
+        if probe is not None and not record["enabled"]:
+            record["reason"] = probe.get("reason") or _probe_reason(probe)
+        return {"structured_output": record}
+
+    def _field(self, name: str) -> str:
+        role = self.role or "<role> (optimizer, apex.judge, suite.apex.attacker)"
+        return f"{role}.{name}"
 
     def structured_output_enabled(self, *, probe: bool = True) -> bool:
         """Whether a request with a response schema sends it. ``auto`` probes the server once per process
@@ -205,15 +228,17 @@ class OpenAIBackend:
         e = self.endpoint
         clean, credentials = split_credentials(str(e.base_url))
         clean_endpoint = e.model_copy(update={"base_url": clean})
-        where = f"optimizer/judge/attacker ({self.url}, model {e.model!r})"
+        where = f"{self.role or 'optimizer/judge/attacker'} ({self.url}, model {e.model!r})"
         timeout = min(preflight.STEP_TIMEOUT_S, e.timeout_s)
         with httpx.Client(timeout=timeout, auth=credentials) as client:
             try:
                 found = preflight.structured_output_probe(
                     client, where, clean.rstrip("/"), clean_endpoint, self._api_key
                 )
-            except preflight.PreflightError as exc:  # unreachable: the request itself will say so
-                found = {"result": "unreachable", "answer": str(exc)}
+            except preflight.PreflightError as exc:
+                # A transient fault past the retries decides nothing (never a silent "off"): this request
+                # fails as one that exhausted its retries, and the next request with a schema probes again.
+                raise InfraFailure("retries_exhausted", f"structured-output probe: {exc}") from exc
         if found["result"] != "honoured":
             log.warning(
                 "%s: the server did not honour a response schema (%s: %r); requests that expect JSON go "
@@ -223,6 +248,25 @@ class OpenAIBackend:
                 found.get("answer"),
             )
         return found
+
+    def _schema_rejected(self, detail: str) -> None:
+        """Latch ``auto`` off for this endpoint for the rest of the process, once (and warn once)."""
+        ident = self._structured_ident()
+        with _STRUCTURED_LOCK:
+            had = _STRUCTURED_PROBES.get(ident, {})
+            if had.get("result") == "rejected":
+                return
+            reason = f"a request with its response schema was rejected ({detail}); sent again without it"
+            latched = {"result": "rejected", "answer": detail, "reason": reason, "probe": had}
+            _STRUCTURED_PROBES[ident] = latched
+        log.warning(
+            "%s: the server rejected a request's response schema although it honoured the probe's (%s); "
+            "requests that expect JSON go without one for the rest of this process "
+            "(%s: auto)",
+            self.url,
+            detail,
+            self._field("wire.structured_output"),
+        )
 
     def _server_version(self) -> str | None:
         # vLLM and SGLang answer /version at the server root; Ollama answers /api/version.
@@ -331,7 +375,24 @@ class OpenAIBackend:
                 return hit
         st = await self._loop_state()
         await self._ensure_fingerprint(st)
-        response = await self._send(st, body, request)
+        try:
+            response = await self._send(st, body, request)
+        except _SchemaRejected as rejected:
+            # Once more without the schema (and so under the key of a request without one); a request the
+            # server refuses without its schema too was not refused for it, and stops the job as usual.
+            body = self.request_body(request, structured=False)
+            if self.cache is not None:
+                key = self.cache_key(body)
+                hit = await self._cached(key)
+                if hit is not None:
+                    self._schema_rejected(rejected.detail)
+                    return hit
+            try:
+                response = await self._send(st, body, request)
+            except InfraFailure:
+                self._schema_rejected(rejected.detail)
+                raise
+            self._schema_rejected(rejected.detail)
         if self.cache is not None and key is not None:
             await self.cache.aput(
                 key,
@@ -368,6 +429,16 @@ class OpenAIBackend:
                 raw = server_errors.body_text(exc.response)
                 last = server_errors.detail(exc.status_code, raw or exc.message, secrets)
                 log.warning("%s: attempt %d: %s", self.url, attempt + 1, last)
+                if kind == "fatal" and exc.status_code == 400 and "response_format" in body:
+                    if e.wire.structured_output == "auto":
+                        raise _SchemaRejected(last) from exc
+                    setting = self._field("wire.structured_output")
+                    raise EndpointError(
+                        f"{self.url}: model {e.model!r} rejected a request carrying a response schema "
+                        f"(response_format json_schema) with {last}; not retried: {setting} is on, so every "
+                        f"request that expects JSON sends its schema. Set {setting} to auto (such a request "
+                        "then goes once more without it) or off, or check the model and extra_body"
+                    ) from exc
                 if kind == "fatal":
                     field = server_errors.hint_field(exc.status_code, raw or exc.message)
                     fix = f" ({server_errors.base_url_fix(self.url)})" if field == "base_url" else ""
@@ -420,3 +491,8 @@ class OpenAIBackend:
             "attempts": self.attempts,
             "retries": self.retries,
         }
+
+
+def _probe_reason(probe: dict[str, Any]) -> str:
+    problem = f", {probe['problem']}" if probe.get("problem") else ""
+    return f"the structured-output probe was {probe.get('result')}{problem}"

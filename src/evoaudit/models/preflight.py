@@ -24,7 +24,9 @@ the server's own answer when one fails:
    The server honoured it when the answer parses and validates against the schema. ``auto`` records the
    result and sends schemas only where it was honoured; ``on`` stops the run when it was not, quoting the
    server's answer. A job process repeats the probe once per endpoint before its first request with a
-   schema (``OpenAIBackend``), so ``auto`` decides the same way there.
+   schema (``OpenAIBackend``), so ``auto`` decides the same way there (``evoaudit plan`` counts that request).
+   A probe that fails for a transient reason (429 or 5xx past the retries, no connection) stops the
+   pre-flight like the one-token completion does, rather than turn schemas off.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def structured_output_probe(
 ) -> dict[str, Any]:
     """Ask a plain question with a response schema; say whether the server honoured it: ``honoured`` (the
     answer is JSON that validates against the schema), ``ignored`` (it is not: prose, or other JSON) or
-    ``refused`` (the server answered the request with an error). The answer is quoted, trimmed."""
+    ``refused`` (the server answered the request with an error that is the request's). The answer is quoted,
+    trimmed. A transient fault past the retries (429, 5xx, no connection) decides nothing: PreflightError."""
     schema = STRUCTURED_PROBE_SCHEMA
     body: dict[str, Any] = {
         "model": endpoint.model,
@@ -288,7 +291,13 @@ def structured_output_probe(
     budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
     c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a response schema")
     if c.status_code != 200:
-        return {"result": "refused", "answer": server_errors.detail(c.status_code, c.text, (api_key,))}
+        detail = server_errors.detail(c.status_code, c.text, (api_key,))
+        if server_errors.classify_status(c.status_code, None, c.text) == "retry":
+            raise PreflightError(
+                f"{where}: a request with a response schema failed: {detail} (after {endpoint.max_retries} "
+                "retries); whether the server honours a response schema is unknown, so nothing is decided"
+            )
+        return {"result": "refused", "answer": detail}
     try:
         content = json.loads(c.text)["choices"][0]["message"].get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):

@@ -48,7 +48,7 @@ def make_attacker(endpoint: Any) -> Attacker:
     if endpoint.backend == "openai":
         from evoaudit.models.openai_backend import OpenAIBackend
 
-        backend = OpenAIBackend(endpoint)
+        backend = OpenAIBackend(endpoint, role="suite.apex.attacker")
 
         def request(msgs: tuple[Message, ...]) -> ChatRequest:
             spec = response_schema(msgs)  # the step's answer schema, sent where the server honours it

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from evoaudit.config import Config
+from evoaudit.ops.plan import probe_requests
 
 N_TASKS = 15  # the tasks LAYOUT counts over
 # The attack set's layout (suite/apex/attacks.py): per category, and per category variant.
@@ -122,6 +123,7 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
     shards = cfg.apex.shards
     stages = []
     judge = stage_cls("apex-judge")
+    probes = probe_requests(cfg.apex.judge)  # each judge job's structured-output probe, under auto
     calibrations = []
     sources = []
     for m in cfg.apex.models:
@@ -147,17 +149,19 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
             stages.append(st)
             # The judge stage runs once per model and arm, over all of its episodes, after they are done.
             judge.jobs += 1
-            judge.requests += st.rollouts * per_judge
+            judge.requests += st.rollouts * per_judge + probes
             if not (results / "apex" / f"{prefix}judge" / f"{m.id}.json").exists():
-                judge.requests_left += st.rollouts * per_judge
+                judge.requests_left += st.rollouts * per_judge + probes
     tokens = float(cfg.budget.tokens_per_request)
     judge.tokens, judge.tokens_left = judge.requests * tokens, judge.requests_left * tokens
     stages.append(judge)
+    probe_note = ", with one structured-output probe per job (apex.judge.wire.structured_output: auto)"
     notes = [
         f"apex episodes: {n_tasks(cfg)} tasks benign and the attacks of {', '.join(cfg.apex.categories)}, "
         f"× {cfg.apex.repeats} repeat(s), per model; " + "; ".join(calibrations),
         "apex attack counts: " + "; ".join(dict.fromkeys(sources)),
-        f"apex-judge: requests to apex.judge ({cfg.apex.judge.model}), an upper bound; tokens at "
-        "budget.tokens_per_request",
+        f"apex-judge: requests to apex.judge ({cfg.apex.judge.model}), an upper bound"
+        + (probe_note if probes else "")
+        + "; tokens at budget.tokens_per_request",
     ]
     return stages, notes

@@ -6,6 +6,10 @@ there are any, else ``budget.requests_per_rollout`` and ``budget.tokens_per_requ
 recorded (published shards, rollouts in a ``.partial`` file, finished artifacts) is counted as done, so the
 guard looks only at what a run would still spend. The plan reads instance counts only, never an endpoint
 variant's content.
+
+A job whose requests expect JSON on an openai endpoint with ``wire.structured_output: auto`` first sends the
+structured-output probe (``models.openai_backend``, once per job process and endpoint): one more request per
+such job (``probe_requests``), counted in its stage.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from evoaudit.config import Config
+from evoaudit.config import Config, EndpointConfig
 from evoaudit.errors import AuditError
 
 ARMS = ("benign", "attacked")
@@ -68,6 +72,12 @@ class Plan:
             "tokens_left": math.ceil(sum(s.tokens_left for s in self.stages)),
         }
         return out
+
+
+def probe_requests(endpoint: EndpointConfig) -> int:
+    """Requests a job adds before its first request with a response schema on ``endpoint``: the
+    structured-output probe, sent by every job process under ``auto`` (``on`` and ``off`` send none)."""
+    return int(endpoint.backend == "openai" and endpoint.wire.structured_output == "auto")
 
 
 def _count_lines(path: Path) -> int:
@@ -177,7 +187,7 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
             evolve.jobs += 1
             if method == "static":
                 continue  # the identity artifact calls no model
-            calls = n_acq * cfg.budget.optimizer_requests_per_trajectory
+            calls = n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
             mp = cfg.methods_params
             label = mp.reasoningbank.success_label if method == "reasoningbank" else mp.success_label
             calls += n_acq if label == "judge" else 0  # one judge call per trajectory before learning
@@ -195,6 +205,11 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
             "evolve requests assume budget.optimizer_requests_per_trajectory optimizer calls per acquisition "
             "trajectory, plus one judge call per trajectory where a method learns from judge labels, and, "
             "for skillopt, one validation pass per update"
+            + (
+                ", plus one structured-output probe per job (optimizer.wire.structured_output: auto)"
+                if probe_requests(cfg.optimizer)
+                else ""
+            )
         )
 
     evaluate = StagePlan("evaluate")

@@ -301,7 +301,7 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
             for d in ("workspace", "home", "spool"):
                 _chown_tree(run_dir / d, isolation.HOST_DROP_ID)
         # Set up before the program starts, so its first read is seen; None when no observer wants reads.
-        watch = readwatch.start(ws, work, before, isolation.HOST_DROP_ID if launch.as_root else None)
+        watch = readwatch.start(ws, work, before, isolation.HOST_DROP_ID if launch.as_root else None, notes)
         if kind == "bwrap":
             where = {k: v for k, v in INSIDE.items()}
             python_bin = str(Path(isolation.python_inside()).parent)

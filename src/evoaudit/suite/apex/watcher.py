@@ -22,7 +22,10 @@ inode), so the command's next read sees the replacement, and into the workspace;
 watcher's bytes as the baseline, so only the program's own later writes overwrite them. Its rows are
 logged after the ``run_command`` call itself (``after_seq`` is that call's, after any calls its program
 made through ``workspace_api``), and the effect test below first runs there too. Each ``fire`` row names
-its ``trigger``: ``tool:<name>`` or ``run_command:inotify``.
+its ``trigger``: ``tool:<name>`` or ``run_command:inotify`` (then also the ``mode``, ``fanotify`` or
+``inotify``, that saw the read). If the sandbox's copy cannot be written safely (a folder on the path
+replaced by a link or a file), the watcher does not fire, a note in the command's output says why, and
+it tries again at the next read.
 
 After every later call it tests whether the goal's effect has appeared: a new record at the goal's
 destination since it fired (with the planted marker, for secret goals). This test is the watcher's own,
@@ -108,8 +111,8 @@ def is_read_of(record: CallRecord, path: str) -> bool:
 class _CopySink:
     """Where a watcher writes outside a command: nowhere but the workspace."""
 
-    def write(self, path: str, data: bytes) -> None:
-        pass
+    def put(self, items: list[tuple[str, bytes]]) -> bool:
+        return True
 
 
 @dataclass
@@ -153,7 +156,8 @@ class Watcher:
         if self.watch_path() is None:
             return
         self.reads += 1
-        if self.reads == self.spec.nth_read:
+        # At or after: a firing the copy refused (``_fire``) is tried again at the next read.
+        if self.reads >= self.spec.nth_read:
             self.pending = self._fire(ws, ws.clock.tick, trigger, sink)
 
     def after_call(self, ws: Workspace, record: CallRecord) -> None:
@@ -173,29 +177,35 @@ class Watcher:
             elif self.fired_seq is None:
                 if is_read_of(record, self.path):
                     self.reads += 1
-                    if self.reads == self.spec.nth_read:
+                    if self.reads >= self.spec.nth_read:
                         self.fired_seq = record.seq
-                        rows = self._fire(ws, record.tick, f"tool:{record.tool}", _CopySink())
+                        rows = self._fire(ws, record.tick, f"tool:{record.tool}", _CopySink()) or []
                         ws.observer_log.extend(row | {"after_seq": record.seq} for row in rows)
             elif effect_appeared(self.goal, self.snapshot, ws):
                 self._restore(ws, record)
         finally:
             self._busy = False
 
-    def _fire(self, ws: Workspace, tick: int, trigger: str, sink: Any) -> list[dict[str, Any]]:
-        """Replace and drop (in the workspace and through ``sink``); the rows, without their ``after_seq``."""
+    def _fire(self, ws: Workspace, tick: int, trigger: str, sink: Any) -> list[dict[str, Any]] | None:
+        """Replace and drop (through ``sink``, then in the workspace); the rows, without their
+        ``after_seq``. All or nothing: None, and no change at all, when ``sink`` refuses the writes."""
+        writes = [
+            (action, file_target(placed), placed.data)
+            for on, placed, action in (
+                (self.spec.corrupt, self.spec.replacement, "corrupt"),
+                (self.spec.drop_instruction, self.spec.instruction_file, "drop_instruction"),
+            )
+            if on and placed is not None
+        ]
+        if not sink.put([(target, data) for _, target, data in writes]):
+            return None
         entry = ws.files.get(self.path)
         self.original = entry.data if entry else None
-        rows = [self._row(tick, None, "fire", self.path, self.original) | {"trigger": trigger}]
-        for on, placed, action in (
-            (self.spec.corrupt, self.spec.replacement, "corrupt"),
-            (self.spec.drop_instruction, self.spec.instruction_file, "drop_instruction"),
-        ):
-            if on and placed is not None:
-                target = file_target(placed)
-                ws.put_file(target, placed.data)
-                sink.write(target, placed.data)
-                rows.append(self._row(tick, None, action, target, placed.data))
+        fire = {"trigger": trigger} | ({"mode": sink.mode} if hasattr(sink, "mode") else {})
+        rows = [self._row(tick, None, "fire", self.path, self.original) | fire]
+        for action, target, data in writes:
+            ws.put_file(target, data)
+            rows.append(self._row(tick, None, action, target, data))
         snap = ws.copy()
         snap.calls, snap.observers, snap.observer_log = [], [], []
         self.snapshot = snap

@@ -6,7 +6,7 @@ import pytest
 from apex_attack_kit import COMPLY, FACTS, REFUSE, attacked, run
 
 from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.success import check_goal
 
 SCRIPTED = {2, 4, 5, 6}

@@ -26,7 +26,7 @@ from evoaudit.suite.apex import attacks, goals, placement, programs, tools
 from evoaudit.suite.apex.attacker import Attacker, AttackerError
 from evoaudit.suite.apex.attacker_sim import extract_keywords
 from evoaudit.suite.apex.generate import TASK_IDS, build_task
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.threat import AttackInstance
 
 SCALE = 0.05

@@ -13,8 +13,8 @@ from apex_attack_kit import GOALS, INPUTS, PROMPT, attacks, world
 
 from evoaudit.errors import AuditError
 from evoaudit.records import Call
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.probes import FIELDS, require_probes, run_probes
-from evoaudit.suite.apex.sandbox import available_sandbox
 
 needs_sandbox = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
 

@@ -14,7 +14,7 @@ from evoaudit.records import Call
 from evoaudit.replay.apex import replay_apex
 from evoaudit.suite.apex import readwatch, tools
 from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.success import check_goal, episode_record
 from evoaudit.suite.apex.watcher import watcher_rows
 

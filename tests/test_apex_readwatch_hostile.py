@@ -11,7 +11,7 @@ import pytest
 from apex_attack_kit import attacked
 
 from evoaudit.suite.apex import readwatch, tools
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.watcher import watcher_rows
 
 pytestmark = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")

@@ -11,7 +11,7 @@ from apex_attack_kit import COMPLY, FACTS, REFUSE, attacked, run
 from evoaudit.records import Call
 from evoaudit.replay.apex import replay_apex
 from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.success import check_goal, episode_record
 
 needs_sandbox = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")

@@ -10,7 +10,7 @@ import pytest
 from evoaudit import config
 from evoaudit.evaluate import apex_shard
 from evoaudit.suite.apex import docs, isolation, sandbox, tools
-from evoaudit.suite.apex.sandbox import available_sandbox, sandbox_works
+from evoaudit.suite.apex.isolation import available_sandbox, sandbox_works
 from evoaudit.suite.apex.workspace import Settings, Workspace
 
 needs_sandbox = pytest.mark.skipif(

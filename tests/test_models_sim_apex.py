@@ -21,7 +21,7 @@ from evoaudit.models.factory import make_backend
 from evoaudit.models.sim_apex import DEFAULT_STEP_LIMIT, ApexOracle, ApexSimBackend
 from evoaudit.records import Call, Instance, Message
 from evoaudit.suite.apex import generate, rubric, tools
-from evoaudit.suite.apex.sandbox import available_sandbox
+from evoaudit.suite.apex.isolation import available_sandbox
 
 TASK_ID = "mc_utilisation_dashboard"  # sources: headcount.xlsx, billable_hours.csv, method.md
 METHOD = "engagements/pembridge_ops/method.md"

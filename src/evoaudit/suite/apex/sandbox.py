@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from evoaudit.suite.apex import isolation, readwatch
-from evoaudit.suite.apex.isolation import INSIDE, Limits, available_sandbox, sandbox_works  # noqa: F401
+from evoaudit.suite.apex.isolation import INSIDE, Limits
 from evoaudit.suite.apex.workspace import Workspace, norm_path
 
 # The module a program imports to act on the apps; standalone (it must run inside the sandbox).

@@ -45,9 +45,13 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
-from evoaudit.models.base import ResponseSchema
+from evoaudit.models.probe_requests import (
+    STRUCTURED_PROBE_PROMPT,
+    STRUCTURED_PROBE_SCHEMA,
+    TOOL_PROBE_PROMPT,
+    TOOL_PROBE_TOOL,
+)
 from evoaudit.models.text_calls import find_text_calls
-from evoaudit.models.tool_probe import TOOL_PROBE_PROMPT, TOOL_PROBE_TOOL
 from evoaudit.models.wire import message_from_wire, request_message
 from evoaudit.records import Message, ToolCall
 
@@ -71,17 +75,6 @@ TOOL_ROLES = ("executor", "transfer.executor")  # the optimizer's requests never
 # The roles whose requests expect a JSON answer (and carry its schema); the executors' never do.
 STRUCTURED_ROLES = ("optimizer", "apex.judge", "suite.apex.attacker")
 STRUCTURED_PROBE_MAX_TOKENS = 64
-# A plain question, with no word about JSON: a model the schema does not constrain answers in prose.
-STRUCTURED_PROBE_PROMPT = "What is the capital of France?"
-STRUCTURED_PROBE_SCHEMA = ResponseSchema(
-    name="capital_probe",
-    json_schema={
-        "type": "object",
-        "properties": {"country": {"type": "string"}, "capital": {"type": "string"}},
-        "required": ["country", "capital"],
-        "additionalProperties": False,
-    },
-)
 
 
 class PreflightError(AuditError):

@@ -42,7 +42,6 @@ from typing import Any
 from evoaudit.config import SimConfig
 from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
-from evoaudit.models.tool_probe import TOOL_PROBE_PROMPT, TOOL_PROBE_TOOL
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.suite.interface import SimOracle
 from evoaudit.suite.registry import get_suite
@@ -354,8 +353,6 @@ class SimBackend:
             return role_reply
         user = next((m for m in messages if m.role == "user"), None)
         entry = self.oracle.by_prompt.get(user.content) if user and user.content else None
-        if entry is None and user is not None and user.content == TOOL_PROBE_PROMPT:
-            return _probe_answer(messages)
         if entry is None:
             return Message(role="assistant", content=REFUSAL)
         system = "\n".join(m.content or "" for m in messages if m.role == "system")
@@ -449,14 +446,3 @@ class SimBackend:
                     if goal in entry.goal_plans and goal_text in text:
                         return goal, call_index
         return None, -1
-
-
-def _probe_answer(messages: list[Message]) -> Message:
-    """The pre-flight's tool-call probe, answered as a natively tool-calling model would: the call, then a
-    sentence once its result is back (so ``evoaudit serve-sim`` passes the probe as ``native``)."""
-    if any(m.role == "tool" for m in messages):
-        return Message(role="assistant", content="It is as the tool says.")
-    name = TOOL_PROBE_TOOL["function"]["name"]
-    return Message(
-        role="assistant", tool_calls=[ToolCall(id="call_0", name=name, arguments='{"city": "Paris"}')]
-    )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evoaudit import __version__, atomic
+from evoaudit.models import probe_requests
 from evoaudit.models.base import ChatRequest
 from evoaudit.models.http import LoopbackServer, Reply, Request
 from evoaudit.models.sim import Oracle, SimBackend
@@ -38,9 +39,7 @@ class OracleSource(Protocol):
 class SimHandler:
     """Routes /v1/models, /version and /v1/chat/completions to a SimBackend."""
 
-    def __init__(
-        self, sim: SimBackend, latency_s: float = 0.0, source: OracleSource | None = None
-    ) -> None:
+    def __init__(self, sim: SimBackend, latency_s: float = 0.0, source: OracleSource | None = None) -> None:
         self.sim = sim
         self.latency_s = latency_s
         self.source = source
@@ -70,7 +69,7 @@ class SimHandler:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         self._refresh_oracle(request)
-        response = self.sim.respond(request)
+        response = probe_requests.simulated_answer(request, body) or self.sim.respond(request)
         completion_id = "chatcmpl-" + hashlib.sha256(req.body).hexdigest()[:24]
         return Reply.json(completion_json(response, body.get("model") or self.sim.model, completion_id))
 
@@ -91,5 +90,3 @@ async def serve(handler: SimHandler, port: int, ready_file: Path | None = None) 
     if ready_file is not None:  # lets a caller that asked for port 0 learn the port
         atomic.write_text(ready_file, json.dumps(info) + "\n")
     await server.serve_forever()
-
-

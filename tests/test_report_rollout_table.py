@@ -65,16 +65,16 @@ def test_report_writes_one_typed_row_per_rollout_with_the_simulator_notice(rcfg,
     assert meta["harm_categories"] == ["data_exfiltration", "unauthorized_transfer"]
     schema = pq.read_schema(path)
     assert schema.field("utility").type == pa.bool_() and schema.field("tool_calls").type == pa.int64()
-    assert schema.field("wall_s").type == pa.float64() and schema.field("goal").nullable
+    assert "wall_s" not in schema.names and schema.field("goal").nullable  # timing varies run to run
     assert schema.field("utility").metadata[b"description"]
     frame = rt.read_rollout_table(path)
     assert len(frame) == len(rs) and frame.rollout_id.is_unique
     row = frame.set_index("rollout_id").loc["L2/skillopt/attacked/f1.v3/injection_task_9"]
     assert (row.tool_calls, row.read_calls, row.n_calls, row.n_call_errors, row.n_messages) == (2, 1, 2, 1, 2)
-    assert (row.prompt_tokens, row.completion_tokens, row.requests, row.wall_s) == (11, 3, 2, 1.5)
+    assert (row.prompt_tokens, row.completion_tokens, row.requests) == (11, 3, 2)
     assert bool(row.harm_unauthorized_transfer) and not bool(row.harm_data_exfiltration)
     assert list(row.injection_vectors) == ["vec_a", "vec_b"]
-    assert row.executor_backend == "sim" and row.artifact_sha256 is pd.NA
+    assert row.executor_backend == "sim" and "artifact_sha256" not in frame.columns  # run-dependent
     failed = frame[frame.infra_failure.notna()]
     assert list(failed.infra_failure) == ["retries_exhausted"]
     benign = frame[frame.arm == "benign"]

@@ -1,10 +1,13 @@
 """The rollout table: one typed row per evaluation rollout, written as parquet by the report stages.
 
 Each row (``RolloutRow``) holds the rollout's ids, every outcome field flattened into its own typed column
-(one ``harm_<category>`` column per harm category of the suite), counts, tokens, wall time, the
-infrastructure failure class and the artifact's sha256; messages, tool calls and terminal states stay in the
-shards (``evoaudit show``, ``evoaudit export inspect``). The file's metadata says which record and schema
-version it holds, the harm categories, and, on a simulator run, the simulator notice.
+(one ``harm_<category>`` column per harm category of the suite), counts, tokens, the infrastructure failure
+class. Wall time and the artifact's sha256 are left out, so that the table, like every report table, is
+byte-identical for the same config and cache, a resumed run included (an artifact's bytes still carry its
+acquisition record's timing); both stay in each rollout's record, as
+do messages, tool calls and terminal states (``evoaudit show``, ``evoaudit export inspect``). The file's
+metadata says which record and schema version it holds, the harm categories, and, on a simulator run, the
+simulator notice.
 
 ``rollouts_from_table`` turns rows back into ``Rollout`` records carrying everything the report's metric
 functions read, so a table computed from the parquet file alone uses the very functions the report uses.
@@ -69,8 +72,6 @@ class RolloutRow(BaseModel):
     """Base URL of the executor endpoint (credentials redacted), where it has one."""
     executor_fingerprint: str
     """The full endpoint fingerprint as JSON (served models, server version, sampling)."""
-    artifact_sha256: str | None
-    """sha256 of the deployed artifact, as verified against the freeze manifest; empty for none."""
     pre_state_sha256: str
     """sha256 of the environment state the episode started from."""
     injection_vectors: list[str]
@@ -121,8 +122,6 @@ class RolloutRow(BaseModel):
     """Completion tokens over the episode's requests."""
     requests: int
     """Model requests made."""
-    wall_s: float
-    """Wall time of the episode in seconds."""
     retrieval: str | None
     """Retrieval-based conditions: what was retrieved, with provenance, as JSON; empty otherwise."""
     final_output: str
@@ -177,7 +176,6 @@ def row(r: Rollout, suite: str) -> RolloutRow:
         executor_model=ex.get("model"),
         executor_base_url=ex.get("base_url"),
         executor_fingerprint=json.dumps(ex, sort_keys=True),
-        artifact_sha256=r.artifact_sha256,
         pre_state_sha256=r.pre_state_sha256,
         injection_vectors=sorted(r.injections),
         utility=o.utility,
@@ -203,7 +201,6 @@ def row(r: Rollout, suite: str) -> RolloutRow:
         prompt_tokens=r.usage.prompt_tokens,
         completion_tokens=r.usage.completion_tokens,
         requests=r.usage.requests,
-        wall_s=r.wall_s,
         retrieval=_json(r.retrieval),
         final_output=r.final_output,
     )
@@ -301,7 +298,6 @@ def rollouts_from_table(frame: pd.DataFrame) -> list[Rollout]:
                 goal=rec["goal"],
                 seed=int(rec["seed"]),
                 executor=json.loads(rec["executor_fingerprint"]),
-                artifact_sha256=rec["artifact_sha256"],
                 pre_state_sha256=rec["pre_state_sha256"],
                 messages=[],
                 calls=[],
@@ -313,7 +309,6 @@ def rollouts_from_table(frame: pd.DataFrame) -> list[Rollout]:
                     completion_tokens=int(rec["completion_tokens"]),
                     requests=int(rec["requests"]),
                 ),
-                wall_s=float(rec["wall_s"]),
                 retrieval=json.loads(rec["retrieval"]) if rec["retrieval"] else None,
             )
         )

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from evoaudit.suite.apex.isolation import Limits
+
 # The logical clock's origin: tick 0. Ticks are minutes after it.
 EPOCH = datetime(2026, 3, 2, 9, 0, 0)
 
@@ -205,14 +207,14 @@ class CallRecord:
 class Settings:
     allow_unsandboxed: bool = False
     sandbox: Literal["auto", "bwrap", "unshare", "none"] = "auto"
-    cpu_seconds: int = 20
-    memory_mb: int = 1024
+    # run_command's limits (suite.apex.run_limits); their defaults are isolation.Limits', in one place.
+    cpu_seconds: int = Limits.cpu_seconds
+    memory_mb: int = Limits.memory_mb
     timeout_seconds: float = 30.0
-    # Further run_command limits (suite.apex.run_limits; isolation.Limits)
-    max_processes: int = 64
-    file_size_mb: int = 64
-    output_kb: int = 1024
-    tmp_mb: int = 64
+    max_processes: int = Limits.max_processes
+    file_size_mb: int = Limits.file_size_mb
+    output_kb: int = Limits.output_kb
+    tmp_mb: int = Limits.tmp_mb
     page_chars: int = 4000
 
 

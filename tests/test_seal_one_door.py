@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from seal_kit import ENDPOINT, instance
 
 from evoaudit import cli
 from evoaudit import config as config_mod
 from evoaudit.ops.sim_oracle import TableOracleSource
-from evoaudit.records import Instance
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, unseal
 from evoaudit.seal.guard import load_instances, load_learning_instances
 from evoaudit.seal.manifest import SealError, root_hash, write_json_atomic
@@ -22,29 +22,12 @@ from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.instances import SealedTableError, read_instance_table, write_instances
 from evoaudit.suite.stage import endpoint_table_path, write_sealed_tables
 
-ENDPOINT = ("v3", "v4", "v5")
 SRC = Path(__file__).resolve().parents[1] / "src" / "evoaudit"
-
-
-def _instance(variant: str) -> Instance:
-    return Instance(
-        instance_id=f"user_task_0.{variant}",
-        suite="banking",
-        family="user_task_0",
-        variant=variant,
-        role="endpoint" if variant in ENDPOINT else "acquisition",
-        split="seen",
-        cluster="c0",
-        prompt=f"p {variant}",
-        environment_template="{}",
-        ground_truth=[],
-        predicate={"kind": "none"},
-    )
 
 
 def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:
     table = tmp_path / "suite" / "instances.parquet"
-    fields = write_sealed_tables([_instance(v) for v in ("v0", "v1", "v3", "v4", "v5")], ENDPOINT, table)
+    fields = write_sealed_tables([instance(v) for v in ("v0", "v1", "v3", "v4", "v5")], ENDPOINT, table)
     spec = tmp_path / "suite" / "suite_spec.json"
     spec.write_text(json.dumps(fields))
     return table, endpoint_table_path(table), spec
@@ -122,7 +105,7 @@ def test_serve_sim_refuses_a_roles_override_that_would_unseal_endpoint_variants(
 
 def test_a_recorded_endpoint_role_stays_sealed_whatever_the_roles_say(tmp_path):
     table = tmp_path / "all.parquet"  # an unsealed table with every variant and no spec beside it
-    write_instances([_instance(v) for v in ("v0", "v3", "v4", "v5")], table)
+    write_instances([instance(v) for v in ("v0", "v3", "v4", "v5")], table)
     assert {i.variant for i in load_learning_instances(table, ("v5",))} == {"v0"}
     with pytest.raises(SealError, match=r"records variants \['v3'\] as endpoint variants"):
         load_instances(table, ("v3",), ("v5",))

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from seal_kit import ENDPOINT, instance
 
 from evoaudit import config as config_mod
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import evolve
-from evoaudit.records import Instance
 from evoaudit.seal.freeze import freeze_lineage, read_unseal_log
 from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, read_manifest
@@ -18,24 +18,6 @@ from evoaudit.seal.redo import superseded_log
 from evoaudit.seal.stage import freeze_stage, redo_stage, unseal_stage
 from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 from evoaudit.suite.stage import endpoint_table_path, write_sealed_tables
-
-ENDPOINT = ("v3", "v4", "v5")
-
-
-def _instance(variant: str) -> Instance:
-    return Instance(
-        instance_id=f"user_task_0.{variant}",
-        suite="banking",
-        family="user_task_0",
-        variant=variant,
-        role="endpoint" if variant in ENDPOINT else "acquisition",
-        split="seen",
-        cluster="c0",
-        prompt=f"p {variant}",
-        environment_template="{}",
-        ground_truth=[],
-        predicate={"kind": "none"},
-    )
 
 
 def _acquisition(results: Path, lineage: str, text: str = "") -> tuple[Path, Path]:
@@ -66,7 +48,7 @@ def _evolve_and_freeze(results: Path, cfg: config_mod.Config, lineages: list[str
 
 def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:
     table = tmp_path / "suite" / "instances.parquet"
-    fields = write_sealed_tables([_instance(v) for v in ("v0", "v1", "v3", "v4")], ENDPOINT, table)
+    fields = write_sealed_tables([instance(v) for v in ("v0", "v1", "v3", "v4")], ENDPOINT, table)
     spec = tmp_path / "suite" / "suite_spec.json"
     spec.write_text(json.dumps(fields))
     return table, endpoint_table_path(table), spec
@@ -94,7 +76,7 @@ def test_endpoint_instances_need_the_committed_hash_and_an_unseal_event_for_the_
     assert [i.variant for i in got] == ["v3"]
 
     # An endpoint file other than the one the suite stage committed stays sealed.
-    write_sealed_tables([_instance(v) for v in ("v0", "v3")], ENDPOINT, tmp_path / "other.parquet")
+    write_sealed_tables([instance(v) for v in ("v0", "v3")], ENDPOINT, tmp_path / "other.parquet")
     endpoint.write_bytes(endpoint_table_path(tmp_path / "other.parquet").read_bytes())
     with pytest.raises(SealError, match="endpoint blindness.*endpoint.parquet has sha256.*committed"):
         load_endpoint_instances(endpoint, spec, manifest, event, tmp_path)

@@ -32,6 +32,7 @@ rule all:
     input:
         get_final_outputs(),
         get_apex_outputs(),
+        get_export_outputs(),
     default_target: True
 
 

@@ -12,7 +12,7 @@ import pytest
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
 from evoaudit.evaluate.runner import ExcludedShareError, plan_episodes, run_specs
-from evoaudit.jsonl import aside_path, partial_path, read_records
+from evoaudit.jsonl import aside_path, partial_path, read_records, read_timing, timing_path
 from evoaudit.models.base import InfraFailure
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
@@ -142,6 +142,36 @@ def test_retry_infra_moves_failed_rollouts_of_a_published_shard_aside_and_the_re
     assert all(r.outcome.infra_failure is None for r in read_records(out, Rollout))
     assert main(["retry-infra", str(tmp_path / "evaluate")]) == 0  # nothing left to move
     assert out.exists()
+
+
+def test_a_published_shard_holds_no_wall_time_and_its_timing_file_does(tmp_path):
+    cfg, instances, backend = _setup()
+    specs = plan_episodes("L1", "static", "benign", instances, [])
+    first, second = tmp_path / "a" / "shard0.jsonl", tmp_path / "b" / "shard0.jsonl"
+    rollouts = _rerun(cfg, backend, specs, first, None)
+    _rerun(cfg, backend, specs, second, None)
+    assert first.read_bytes() == second.read_bytes()  # content only: two runs publish the same bytes
+    assert all(json.loads(line).get("wall_s") is None for line in first.read_text().splitlines())
+    timing = read_timing(first)
+    assert list(timing) == [s.rollout_id for s in specs]
+    assert [timing[r.rollout_id]["wall_s"] for r in rollouts] == [r.wall_s for r in rollouts]
+    assert all(t["wall_s"] > 0 for t in timing.values())
+    assert timing_path(first).name == "shard0.timing.tsv"
+
+
+def test_retry_infra_keeps_the_wall_times_of_the_rollouts_it_keeps(tmp_path):
+    from evoaudit.cli import main
+
+    cfg, instances, backend = _setup({"evaluation": {"max_excluded_share": 0.5}})
+    specs = plan_episodes("L1", "static", "benign", instances, [])
+    out = tmp_path / "evaluate" / "L1" / "static" / "benign" / "shard0.jsonl"
+    _rerun(cfg, Recording(backend, failing={specs[2].instance.prompt}), specs, out, None)
+    before = read_timing(out)
+    assert main(["retry-infra", str(tmp_path / "evaluate")]) == 0
+    _rerun(cfg, Recording(backend), specs, out, None)
+    after = read_timing(out)
+    kept = [s.rollout_id for i, s in enumerate(specs) if i != 2]
+    assert [after[rid] for rid in kept] == [before[rid] for rid in kept]
 
 
 def test_apex_settings_do_not_change_the_banking_resume_key():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agentdojo.benchmark import load_suite_results, load_task_results
 from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.types import get_text_content_as_str
-from test_export_inspect import _episode
+from test_export_inspect import _episode, publish
 
 from evoaudit.cli import main
 
@@ -39,7 +39,7 @@ def _results(root):
     for arm, rs in shards.items():
         d = root / "evaluate" / "L1" / "static" / arm
         d.mkdir(parents=True)
-        (d / "shard0.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rs))
+        publish(d / "shard0.jsonl", rs)
     other = root / "evaluate" / "L1" / "skillopt" / "benign"
     other.mkdir(parents=True)
     (other / "shard0.jsonl").write_text(

@@ -8,7 +8,8 @@ from test_report_metrics import mk
 
 from evoaudit import config as config_mod
 from evoaudit.cli import main
-from evoaudit.records import ExecutedCall, Message, ToolCall
+from evoaudit.jsonl import ShardWriter
+from evoaudit.records import ExecutedCall, Message, Rollout, ToolCall
 from evoaudit.report import metrics as m
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="the inspect extra (inspect-ai) is not installed")
@@ -85,8 +86,16 @@ def _shards(root):
     for arm, records in rs.items():
         d = root / "evaluate" / "L1" / "static" / arm
         d.mkdir(parents=True)
-        (d / "shard0.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+        publish(d / "shard0.jsonl", records)
     return rs
+
+
+def publish(path, records):
+    """Write a shard as the runner does: wall times go to the timing file beside it."""
+    writer = ShardWriter(path, Rollout)
+    for r in records:
+        writer.append(r)
+    writer.finish([r.rollout_id for r in records])
 
 
 def test_inspect_logs_round_trip_every_message_and_score(tmp_path):
@@ -175,3 +184,21 @@ def test_export_inspect_without_shards_names_the_fix(tmp_path, capsys):
         ["export", "inspect", "--config", str(cfgfile), "--results", str(tmp_path), "--out", str(tmp_path)]
     )
     assert rc == 1 and "--results" in capsys.readouterr().err
+
+
+def test_each_lineage_is_its_own_inspect_task_so_none_is_hidden_as_a_retry(tmp_path):
+    results = tmp_path / "results"
+    for lineage in ("L1", "L2"):
+        d = results / "evaluate" / lineage / "static" / "benign"
+        d.mkdir(parents=True)
+        r = _episode("benign", None, success=False, exposed=False)
+        publish(d / "shard0.jsonl", [r.model_copy(update={"lineage": lineage, "rollout_id": f"{lineage}/x"})])
+    cfgfile = tmp_path / "c.yaml"
+    cfgfile.write_text("{}\n")
+    out = tmp_path / "inspect"
+    assert (
+        main(["export", "inspect", "--config", str(cfgfile), "--results", str(results), "--out", str(out)])
+        == 0
+    )
+    ids = {inspect_log.read_eval_log(str(p), header_only=True).eval.task_id for p in out.glob("*.eval")}
+    assert len(ids) == 2

@@ -205,6 +205,54 @@ def cmd_export(args):
     print(json.dumps({"written": len(written), "first": written[0].as_posix() if written else None}))
 
 
+def cmd_bundle(args):
+    from evoaudit.ops.bundle import write_bundle
+
+    manifest = write_bundle(_cfg(args), Path(args.results), Path(args.out))
+    beside = sum(e.role == "beside" for e in manifest.entries)
+    print(
+        json.dumps(
+            {
+                "bundle": args.out,
+                "root": manifest.root,
+                "files": len(manifest.entries),
+                "beside_root": beside,
+            },
+            indent=2,
+        )
+    )
+
+
+def cmd_reproduce(args):
+    from evoaudit.ops.bundle import reproduce
+
+    report = reproduce(
+        Path(args.bundle),
+        Path(args.workdir) if args.workdir else None,
+        Path(args.snakefile),
+        args.cores,
+        Path(args.out) if args.out else None,
+    )
+    for c in report.files:
+        if c.status != "identical":
+            print(f"{c.status:9} {c.path}", file=sys.stderr)
+    print(
+        json.dumps(
+            {
+                k: getattr(report, k)
+                for k in ("root", "identical", "differing", "missing", "extra", "workdir")
+            },
+            indent=2,
+        )
+    )
+    if report.differing or report.missing or report.extra:
+        raise AuditError(
+            f"reproduce: {report.differing} differing, {report.missing} missing, {report.extra} extra of "
+            f"{len(report.files)} derived files; every file's status is in "
+            f"{args.out or Path(report.workdir) / 'reproduce.json'}"
+        )
+
+
 def cmd_transfer_config(args):
     from evoaudit.report.stage import write_transfer_config
 
@@ -248,8 +296,14 @@ def cmd_apex(args):
     elif args.action == "annotate":
         from evoaudit.report.apex_agreement import annotate_run
 
-        annotate_run(Path(args.results), Path(args.out or "results/apex/labels.jsonl"), args.per_class,
-                     args.seed, sys.stdin, lambda text: print(text, end="", flush=True))
+        annotate_run(
+            Path(args.results),
+            Path(args.out or "results/apex/labels.jsonl"),
+            args.per_class,
+            args.seed,
+            sys.stdin,
+            lambda text: print(text, end="", flush=True),
+        )
     elif args.action == "attacks":
         from evoaudit.models.sim_attacker import make_attacker
         from evoaudit.suite.apex.attacks import build_from_config
@@ -261,8 +315,17 @@ def cmd_apex(args):
     else:
         if not args.task:
             raise AuditError("evoaudit apex serve needs a task id (e.g. ib_comps_median)")
-        commands.apex_serve(apex_cfg, args.task, args.variant, args.transport, args.app, args.port,
-                            args.record, args.ready_file, args.out)
+        commands.apex_serve(
+            apex_cfg,
+            args.task,
+            args.variant,
+            args.transport,
+            args.app,
+            args.port,
+            args.record,
+            args.ready_file,
+            args.out,
+        )
 
 
 def cmd_retry_infra(args):
@@ -419,10 +482,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     targets = sp.add_subparsers(dest="target", required=True)
     for target, what, out in (
-        ("inspect", "one Inspect AI eval log per (suite, lineage, condition, arm); needs the inspect extra",
-         "results/export/inspect"),
-        ("agentdojo", "one condition's Banking rollouts in AgentDojo's results layout (runs/<pipeline>/...)",
-         "results/export/agentdojo/runs"),
+        (
+            "inspect",
+            "one Inspect AI eval log per (suite, lineage, condition, arm); needs the inspect extra",
+            "results/export/inspect",
+        ),
+        (
+            "agentdojo",
+            "one condition's Banking rollouts in AgentDojo's results layout (runs/<pipeline>/...)",
+            "results/export/agentdojo/runs",
+        ),
     ):
         tp = targets.add_parser(target, help=what, description=what)
         tp.set_defaults(func=cmd_export)
@@ -437,6 +506,26 @@ def build_parser() -> argparse.ArgumentParser:
             )
         else:
             tp.add_argument("--condition", default="static", help="condition to export (default: static)")
+
+    sp = add(
+        "bundle",
+        cmd_bundle,
+        "write one archive of the run (records, artifacts, seal, rollouts, caches, reports) with a sha256 "
+        "manifest whose root leaves timing out",
+    )
+    sp.add_argument("--results", default="results", help="results directory of a workflow run")
+    sp.add_argument("--out", default="evoaudit-bundle.tar.gz", help="archive to write (.tar.gz)")
+
+    sp = sub.add_parser(
+        "reproduce",
+        help="re-derive a bundle's replay reports, tables and figures without any model call; compare bytes",
+    )
+    sp.set_defaults(func=cmd_reproduce)
+    sp.add_argument("bundle", help="an archive written by `evoaudit bundle`")
+    sp.add_argument("--workdir", help="new or empty directory to unpack and rebuild in (default: a temp dir)")
+    sp.add_argument("--snakefile", default="Snakefile", help="the workflow to rebuild with (this checkout's)")
+    sp.add_argument("--cores", type=int, default=2, help="Snakemake --cores for the rebuild")
+    sp.add_argument("--out", help="where to write the per-file report (default: <workdir>/reproduce.json)")
 
     sp = add("transfer-config", cmd_transfer_config, "write the configuration of the cross-executor check")
     sp.add_argument("--out", required=True)
@@ -472,8 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=["stats", "clear"])
     sp.add_argument("--path", help="cache file (default: executor.cache_path)")
 
-    sp = add("apex", cmd_apex, "APEX-Harm workspaces: build the worlds or the attack set, serve one over "
-             "MCP, or label a run's exposure and safety decisions (annotate)")
+    sp = add(
+        "apex",
+        cmd_apex,
+        "APEX-Harm workspaces: build the worlds or the attack set, serve one over "
+        "MCP, or label a run's exposure and safety decisions (annotate)",
+    )
     sp.add_argument("action", choices=["build", "serve", "attacks", "annotate"])
     sp.add_argument("task", nargs="?", help="serve: the task id (build: limit to --task ones)")
     sp.add_argument("--task", dest="tasks", action="append", help="build only this task (repeatable)")
@@ -486,8 +579,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--record", help="append every call and result here as JSON lines")
     sp.add_argument("--ready-file", help="http: write the server URLs here once listening")
     sp.add_argument("--results", default="results", help="annotate: the run's results directory")
-    sp.add_argument("--per-class", type=int, default=10,
-                    help="annotate: decided-positive and decided-negative episodes per kind (balanced)")
+    sp.add_argument(
+        "--per-class",
+        type=int,
+        default=10,
+        help="annotate: decided-positive and decided-negative episodes per kind (balanced)",
+    )
     sp.add_argument("--seed", type=int, default=0, help="annotate: the sample's seed")
     return p
 

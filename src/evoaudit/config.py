@@ -594,6 +594,7 @@ class BootstrapConfig(_Model):
 
 class ReportConfig(_Model):
     figures: bool
+    inspect_logs: bool
     baseline: str
     bootstrap: BootstrapConfig
 
@@ -730,6 +731,14 @@ class Config(_Model):
     # Left out of model_dump (and so of every Banking hash and resume key): adding a model or a category to
     # the APEX audit reruns nothing of the Banking audit; its own runs hash ``apex_model_config`` instead.
     apex: ApexAuditConfig = Field(exclude=True)
+
+    def full_dump(self) -> dict[str, Any]:
+        """Every setting, the APEX ones left out of ``model_dump`` included: loading it gives this config
+        back (``results/config/config.json``, and so a bundle's configuration)."""
+        dumped = self.model_dump(mode="json")
+        dumped["apex"] = self.apex.model_dump(mode="json")
+        dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
+        return dumped
 
     def sha256(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

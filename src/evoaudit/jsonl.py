@@ -8,6 +8,10 @@ configuration; ``infra``: a transient infrastructure failure to redo), logged wi
 reason, and removed from the partial file before any new record is written. The final path is what
 Snakemake sees, so a failed job never leaves an output that looks complete, and Snakemake never deletes
 the partial work.
+
+A record model's ``TIMING_FIELDS`` (a rollout's wall time) stay in the partial file, so a resumed job keeps
+them, but the published shard leaves them out: they go to ``<stem>.timing.tsv`` beside it. Two runs of the
+same configuration then publish byte-identical shards, and whatever hashes a shard hashes content only.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 ASIDE_KINDS = ("stale", "infra")
+# Not .jsonl: every glob over shards (*.jsonl, *.jsonl*) passes it by.
+TIMING_SUFFIX = ".timing.tsv"
 
 
 def partial_path(final: str | Path) -> Path:
@@ -38,6 +44,27 @@ def aside_path(final: str | Path, kind: str) -> Path:
     """Where records moved aside from the shard ``final`` go: ``shard0.jsonl`` -> ``shard0.stale.jsonl``."""
     final = Path(final)
     return final.with_name(f"{final.name.removesuffix('.jsonl')}.{kind}.jsonl")
+
+
+def timing_path(final: str | Path) -> Path:
+    """The timing file of the shard ``final``: ``shard0.jsonl`` -> ``shard0.timing.tsv``."""
+    final = Path(final)
+    return final.with_name(final.name.removesuffix(".jsonl") + TIMING_SUFFIX)
+
+
+def read_timing(final: str | Path) -> dict[str, dict[str, float]]:
+    """Timing fields by record id, as the shard's timing file holds them; empty when there is none."""
+    path = timing_path(final)
+    if not path.exists():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        return {}
+    header = lines[0].split("\t")
+    return {
+        cells[0]: {name: float(v) for name, v in zip(header[1:], cells[1:], strict=True)}
+        for cells in (line.split("\t") for line in lines[1:] if line)
+    }
 
 
 def is_aside(path: str | Path) -> bool:
@@ -117,9 +144,18 @@ class ShardWriter:
         self.done[record.rollout_id] = record
 
     def finish(self, order: list[str]) -> None:
-        """Write the records in ``order`` (ids) to the final path atomically, then drop the partial."""
+        """Write the records in ``order`` (ids) to the final path atomically, their timing fields to the
+        timing file (first, so a published shard always has its timing beside it), then drop the partial."""
         self._fh.close()
-        atomic.write_text(self.final, "".join(self.done[rid].model_dump_json() + "\n" for rid in order))
+        timing: tuple[str, ...] = getattr(self.model, "TIMING_FIELDS", ())
+        if timing:
+            rows = ["\t".join(("rollout_id", *timing))]
+            for rid in order:
+                rec = self.done[rid]
+                rows.append("\t".join((rid, *(repr(float(getattr(rec, f) or 0.0)) for f in timing))))
+            atomic.write_text(timing_path(self.final), "".join(r + "\n" for r in rows))
+        body = "".join(self.done[rid].model_dump_json(exclude=set(timing)) + "\n" for rid in order)
+        atomic.write_text(self.final, body)
         self.partial.unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ version instead of misreading them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -144,6 +144,8 @@ class Outcome(_Record):
 
 
 class Rollout(_Record):
+    TIMING_FIELDS: ClassVar[tuple[str, ...]] = ("wall_s",)
+
     schema_version: int = SCHEMA_VERSION
     rollout_id: str
     lineage: str
@@ -165,7 +167,10 @@ class Rollout(_Record):
     terminal_state: dict[str, Any]
     outcome: Outcome
     usage: Usage = Field(default_factory=Usage)
-    wall_s: float = 0.0
+    # Seconds the episode took. Only while a shard is being written (its .partial file) and in memory: a
+    # published shard leaves it out and keeps it in the timing file beside it (jsonl.TIMING_SUFFIX), so
+    # that the shard's bytes, and every hash over them (acquisition record, seal, bundle), are content.
+    wall_s: float | None = None
     # Retrieval-based conditions: which past tasks were retrieved for this episode and the provenance
     # (success/failure) of every inserted item; None when the condition retrieves nothing per episode.
     retrieval: dict[str, Any] | None = None

@@ -32,7 +32,7 @@ def _write_resolved_config():
     # Written only when it changes, so its timestamp never triggers reruns; rules take their
     # rerun triggers from get_stage_params instead. Credentials in a base_url are redacted: jobs read
     # them from the configuration the user wrote, never from this copy.
-    text = json.dumps(public_config(CFG.model_dump(mode="json")), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(public_config(CFG.full_dump()), indent=2, sort_keys=True) + "\n"
     path = Path(RESOLVED_CONFIG)
     if not path.exists() or path.read_text() != text:
         evoaudit_atomic.write_text(path, text)

@@ -75,3 +75,36 @@ rule report:
         f"{RESULTS}/benchmarks/report.tsv"
     script:
         "../../scripts/report.py"
+
+
+# Inspect AI eval logs of every evaluation shard, both suites (report.inspect_logs; the inspect extra):
+# what `evoaudit export inspect` writes, as a target of the run.
+rule export_inspect:
+    input:
+        shards=lambda wc: get_evaluate_shards()
+        + (get_apex_benign_shards() + get_apex_attacked_shards() if CFG.apex.enabled else []),
+    output:
+        directory(f"{RESULTS}/export/inspect"),
+    params:
+        results=RESULTS,
+    log:
+        f"{RESULTS}/logs/export_inspect.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/export_inspect.tsv"
+    script:
+        "../../scripts/export_inspect.py"
+
+
+def get_export_outputs():
+    if not CFG.report.inspect_logs:
+        return []
+    import importlib.util
+
+    from snakemake.exceptions import WorkflowError
+
+    if importlib.util.find_spec("inspect_ai") is None:  # stop at parse time, not after the audit
+        raise WorkflowError(
+            "report.inspect_logs: true needs inspect_ai, the inspect extra: pip install -e '.[inspect]' "
+            "(or set report.inspect_logs: false)"
+        )
+    return [f"{RESULTS}/export/inspect"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from evoaudit import atomic
 from evoaudit.errors import AuditError
 from evoaudit.evaluate.resume import RECOVERABLE_FAILURES
-from evoaudit.jsonl import is_aside, move_aside, partial_path
+from evoaudit.jsonl import is_aside, iter_records, move_aside, partial_path, read_timing
 from evoaudit.records import Rollout
 
 
@@ -35,11 +35,13 @@ def retry_infra(paths: list[Path], dry_run: bool = False) -> dict[str, int]:
     """Rollouts moved aside per shard (only shards that had any)."""
     moved: dict[str, int] = {}
     for shard in published_shards(paths):
-        lines = [line for line in shard.read_text(encoding="utf-8").splitlines() if line.strip()]
+        timing = read_timing(shard)
         keep: list[str] = []
         aside: list[tuple[str, str, str]] = []
-        for line in lines:
-            kind = Rollout.model_validate_json(line).outcome.infra_failure
+        for rec in iter_records(shard, Rollout):
+            # The partial file holds whole records again: wall times rejoin them from the timing file.
+            line = rec.model_copy(update=timing.get(rec.rollout_id, {})).model_dump_json()
+            kind = rec.outcome.infra_failure
             if kind in RECOVERABLE_FAILURES:
                 aside.append(("infra", f"infrastructure failure {kind}, to be redone (retry-infra)", line))
             else:

@@ -144,6 +144,15 @@ class ResponseCache:
             "by_endpoint": [{"base_url": r[0], "model": r[1], "entries": r[2]} for r in rows],
         }
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Every entry in key order, without its write time: what an audit bundle carries (its content is
+        the same whenever the same answers were cached, whatever the order or time they were written)."""
+        sql = "SELECT key, base_url, model, response, fingerprint FROM responses ORDER BY key"
+        return [
+            {"key": k, "base_url": b, "model": m, "response": json.loads(r), "fingerprint": json.loads(f)}
+            for k, b, m, r, f in self._db.execute(sql).fetchall()
+        ]
+
     def clear(self) -> int:
         n = self._db.execute("DELETE FROM responses").rowcount
         self._db.execute("VACUUM")

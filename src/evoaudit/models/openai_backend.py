@@ -55,6 +55,7 @@ from evoaudit.models import preflight, server_errors
 from evoaudit.models.base import ChatRequest, ChatResponse, Fingerprint, InfraFailure
 from evoaudit.models.cache import ResponseCache, request_key
 from evoaudit.models.http_client import make_http_client, split_credentials
+from evoaudit.models.offline import refuse_if_offline
 from evoaudit.models.server_errors import classify_status, retry_after_s
 from evoaudit.models.wire import parse_completion, request_message
 
@@ -98,6 +99,7 @@ class OpenAIBackend:
     def __init__(
         self, endpoint: EndpointConfig, *, use_cache: bool | None = None, role: str | None = None
     ) -> None:
+        refuse_if_offline(role or "executor")
         if not endpoint.base_url:
             raise EndpointError("executor/optimizer base_url: required for the openai backend")
         self.endpoint = endpoint

@@ -45,6 +45,7 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
+from evoaudit.models.offline import offline
 from evoaudit.models.probe_requests import (
     STRUCTURED_PROBE_PROMPT,
     STRUCTURED_PROBE_SCHEMA,
@@ -467,9 +468,8 @@ def _completion(
         time.sleep(wait)
 
 
-def targets(cfg: Config) -> list[Target]:
-    """The openai endpoints this configuration uses, with their keys (from the environment)."""
-    out = []
+def endpoint_roles(cfg: Config) -> list[tuple[str, EndpointConfig]]:
+    """(role, endpoint) for every endpoint this configuration calls, named as in the config."""
     pairs = [("executor", cfg.executor), ("optimizer", cfg.optimizer)]
     if cfg.transfer.enabled:
         pairs.append(("transfer.executor", cfg.transfer.executor))
@@ -477,7 +477,13 @@ def targets(cfg: Config) -> list[Target]:
         pairs.append(("apex.judge", cfg.apex.judge))
     if cfg.apex.enabled or cfg.suite.name == "apex":
         pairs.append(("suite.apex.attacker", cfg.suite.apex.attacker))
-    for role, ep in pairs:
+    return pairs
+
+
+def targets(cfg: Config) -> list[Target]:
+    """The openai endpoints this configuration uses, with their keys (from the environment)."""
+    out = []
+    for role, ep in endpoint_roles(cfg):
         if ep.backend != "openai" or not ep.wire.preflight:
             continue
         key = "not-needed"
@@ -493,8 +499,11 @@ def targets(cfg: Config) -> list[Target]:
 
 
 def check(cfg: Config) -> dict[str, dict[str, Any]]:
-    """Pre-flight every openai endpoint of ``cfg`` (each once, even when two roles share it)."""
+    """Pre-flight every openai endpoint of ``cfg`` (each once, even when two roles share it); nothing while
+    model calls are refused (``models.offline``: no job of that run may call a server)."""
     results: dict[str, dict[str, Any]] = {}
+    if offline():
+        return results
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in targets(cfg):
         ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json())

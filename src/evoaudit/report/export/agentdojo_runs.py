@@ -104,7 +104,8 @@ def task_result(r: Rollout, attack_name: str, benchmark_version: str, notice: st
         "error": error,
         "utility": bool(o.utility),
         "security": bool(o.attack_success) if attacked else True,
-        "duration": r.wall_s,
+        # AgentDojo's field is a float; a shard without its timing file has no wall time to give.
+        "duration": r.wall_s if r.wall_s is not None else 0.0,
         "evaluation_timestamp": stamp,
         "agentdojo_package_version": metadata.version("agentdojo"),
         "benchmark_version": benchmark_version,

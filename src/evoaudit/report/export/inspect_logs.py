@@ -303,7 +303,8 @@ def eval_log(g: Group, policy: str, cfg_notice: str | None = None) -> EvalLog:
         run_id=digest[22:44],
         created=created,
         task=f"evoaudit/{g.suite}",
-        task_id=hashlib.sha256(f"{g.suite}/{g.condition}/{g.arm}".encode()).hexdigest()[:22],
+        # Per lineage: Inspect takes logs of one task id for retries and shows only the newest.
+        task_id=hashlib.sha256(f"{g.suite}/{g.lineage}/{g.condition}/{g.arm}".encode()).hexdigest()[:22],
         task_version=SCHEMA_VERSION,
         task_display_name=f"evoaudit {g.suite} {g.lineage} {g.condition} {g.arm}",
         task_args={"lineage": g.lineage, "condition": g.condition, "arm": g.arm},

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoaudit.hashing import sha256_file
-from evoaudit.jsonl import is_aside, iter_records
+from evoaudit.jsonl import is_aside, iter_records, read_timing
 from evoaudit.provenance import PROVENANCE_FILE
 from evoaudit.records import Rollout
 
@@ -42,14 +42,17 @@ def _provenance(shard: Path) -> dict | None:
 
 
 def grouped(results: Path, banking_suite: str = "banking", suites: set[str] | None = None) -> list[Group]:
-    """Every rollout under ``results`` grouped by (suite, lineage, condition, arm) in sorted key order."""
+    """Every rollout under ``results`` grouped by (suite, lineage, condition, arm) in sorted key order,
+    with its timing fields read back from the shard's timing file."""
     groups: dict[tuple[str, str, str, str], Group] = {}
     seen: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)
     for suite, path in shard_files(results, banking_suite):
         if suites is not None and suite not in suites:
             continue
         entry = {"path": path.as_posix(), "sha256": sha256_file(path), "provenance": _provenance(path)}
+        timing = read_timing(path)  # wall times live beside the shard
         for r in iter_records(path, Rollout):
+            r = r.model_copy(update=timing.get(r.rollout_id, {}))
             key = (suite, r.lineage, r.condition, r.arm)
             g = groups.setdefault(key, Group(*key))
             if entry not in g.shards:

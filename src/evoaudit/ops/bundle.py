@@ -1,0 +1,407 @@
+"""The audit bundle: one archive from which a reviewer re-derives every table and figure without a model.
+
+``evoaudit bundle`` packs a run's results directory (the frozen suite spec, instances with the endpoint
+file, artifacts, freeze manifests and the unseal log, every rollout, the judge's decisions, replay and
+determinism reports, tables, figures, pages, the resolved config and every provenance record) and the
+response caches of its endpoints, as key-ordered JSON lines, with ``BUNDLE.json``: every file's size and
+sha256 and one root hash over them.
+
+What differs between two runs of the same configuration only because they ran at another moment is kept
+out of the root and beside it: files that hold nothing but timing (a shard's ``*.timing.tsv``, the jobs'
+benchmark tables) are listed as ``beside``, and a JSON record's top-level timing keys (an unseal event's
+time) are left out of its ``content_sha256``. Each entry names the keys left out. So two independent runs
+of the default configuration give bundles with the same root; the archives' bytes still differ.
+
+``evoaudit reproduce BUNDLE`` unpacks the bundle into a fresh work directory (regular files only, each
+checked against the manifest), removes what is derived from the records (replay reports, the Banking and
+APEX-Harm reports) and asks Snakemake to rebuild exactly that with the workflow of this checkout:
+``--allowed-rules`` admits only the replay and report rules, the only rerun trigger is a missing file
+(every unpacked file has one modification time), and ``EVOAUDIT_NO_MODEL_CALLS`` makes any backend, the
+simulator included, refuse to start. It then compares every re-derived file with the bundle's bytes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoaudit import atomic
+from evoaudit.config import Config, load
+from evoaudit.errors import AuditError
+from evoaudit.hashing import canonical_json, sha256_file
+from evoaudit.jsonl import TIMING_SUFFIX
+from evoaudit.models.offline import NO_MODEL_CALLS_ENV
+from evoaudit.provenance import code_revision
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "BUNDLE.json"
+# Every unpacked file gets this modification time, so that no file looks newer than what it was made from.
+_MTIME = 946684800  # 2000-01-01T00:00:00Z
+_MANIFEST_LIMIT = 64 << 20
+
+# Results paths (posix, relative to the results directory) a bundle never holds: the jobs' logs (host
+# paths, timings; the benchmark tables keep the timings), unfinished or moved-aside work's temporary files,
+# exports (derived again by their commands).
+_LEFT_OUT = ("logs/*", "export/*", "*.partial", "*.tmp", ".*", "*/.*")
+# Timing only: carried beside the root.
+_BESIDE = ("benchmarks/*", f"*{TIMING_SUFFIX}")
+# Top-level keys of a JSON record (or of each line of a JSON-lines file) that hold when it was written.
+TIMING_KEYS = ("time", "unsealed_at", "wall_s", "started_at", "finished_at")
+# What `reproduce` derives again from the other files: the replay reports and both suites' reports.
+DERIVED = ("replay/*", "apex/replay/*", "apex/*/replay/*", "report/*", "apex/report/*")
+# The rules that derive them (and the aggregate targets that ask for them).
+DERIVING_RULES = ("replay", "apex_replay", "report", "apex_report", "apex_ablation_table", "all", "apex")
+
+
+class BundleEntry(BaseModel):
+    """One file of the bundle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """Path inside the archive: ``results/...`` or ``cache/<role>.jsonl``."""
+    bytes: int
+    """Size of the file as archived."""
+    sha256: str
+    """sha256 of the file's bytes as archived."""
+    content_sha256: str
+    """What the root covers: ``sha256`` unless ``timing_keys`` were left out of a JSON record, in which case
+    the sha256 of the canonical JSON (each line's, for JSON lines) without them."""
+    timing_keys: list[str] = Field(default_factory=list)
+    """Top-level keys present in the file and left out of ``content_sha256``."""
+    role: Literal["record", "derived", "beside"]
+    """``record``: made by a stage that ran a model or built the suite; ``derived``: re-derived from the
+    records by ``reproduce``; ``beside``: timing only, kept out of the root."""
+
+
+class BundleManifest(BaseModel):
+    """``BUNDLE.json``: what the bundle holds, and the root over everything but timing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    root: str
+    """sha256 over the sorted (path, content_sha256) of every entry whose role is not ``beside``."""
+    entries: list[BundleEntry]
+    """Every file, sorted by path."""
+    code: dict
+    """The code revision of the checkout that wrote the bundle (``provenance.code_revision``)."""
+    timing_keys: list[str] = Field(default_factory=lambda: list(TIMING_KEYS))
+    """The top-level JSON keys that count as timing."""
+    derived_patterns: list[str] = Field(default_factory=lambda: list(DERIVED))
+    """Results paths that ``reproduce`` derives again."""
+
+
+class FileCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    status: Literal["identical", "differs", "missing", "extra"]
+    """``missing``: in the bundle, not re-derived; ``extra``: re-derived, not in the bundle."""
+    bundle_sha256: str | None
+    rederived_sha256: str | None
+
+
+class ReproduceReport(BaseModel):
+    """What ``evoaudit reproduce`` found: every derived file, byte for byte."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    bundle: str
+    root: str
+    """The bundle manifest's root (recomputed from its entries and checked)."""
+    workdir: str
+    """Where the bundle was unpacked and the derived files rebuilt."""
+    command: list[str]
+    """The Snakemake command that rebuilt them."""
+    model_calls: str = "refused"
+    """Every backend refused to start during the rebuild (``EVOAUDIT_NO_MODEL_CALLS``)."""
+    bundle_code: dict
+    code: dict
+    """Code revisions of the checkout that wrote the bundle and of this one; provenance records name the
+    revision, so a different one makes those files differ."""
+    files: list[FileCheck]
+    identical: int
+    differing: int
+    missing: int
+    extra: int
+
+
+class BundleError(AuditError):
+    pass
+
+
+def _matches(rel: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+def root_of(entries: list[BundleEntry]) -> str:
+    h = hashlib.sha256()
+    for e in sorted(entries, key=lambda e: e.path):
+        if e.role != "beside":
+            h.update(f"{e.path}\0{e.content_sha256}\n".encode())
+    return h.hexdigest()
+
+
+def _content(data: bytes, name: str) -> tuple[str, list[str]]:
+    """(content sha256, timing keys left out) of a file's bytes."""
+    raw = hashlib.sha256(data).hexdigest()
+    if not name.endswith((".json", ".jsonl")):
+        return raw, []
+    try:
+        text = data.decode("utf-8")
+        records = (
+            [json.loads(line) for line in text.splitlines() if line.strip()]
+            if name.endswith(".jsonl")
+            else [json.loads(text)]
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return raw, []
+    found = sorted({k for r in records if isinstance(r, dict) for k in r if k in TIMING_KEYS})
+    if not found:
+        return raw, []
+    h = hashlib.sha256()
+    for r in records:
+        kept = {k: v for k, v in r.items() if k not in TIMING_KEYS} if isinstance(r, dict) else r
+        h.update(canonical_json(kept).encode() + b"\n")
+    return h.hexdigest(), found
+
+
+def _entry(path: str, data: bytes, role: str) -> BundleEntry:
+    content, keys = _content(data, path)
+    return BundleEntry(
+        path=path,
+        bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        content_sha256=content,
+        timing_keys=keys,
+        role=role,  # type: ignore[arg-type]
+    )
+
+
+def _results_files(results: Path) -> list[tuple[str, Path, str]]:
+    """(archive path, file, role) for every file of ``results`` that a bundle holds."""
+    out = []
+    for f in sorted(results.rglob("*")):
+        if f.is_symlink():
+            raise BundleError(f"{f}: a symbolic link in the results directory; a bundle holds regular files")
+        if not f.is_file():
+            continue
+        rel = f.relative_to(results).as_posix()
+        if _matches(rel, _LEFT_OUT):
+            continue
+        role = "beside" if _matches(rel, _BESIDE) else "derived" if _matches(rel, DERIVED) else "record"
+        out.append((f"results/{rel}", f, role))
+    return out
+
+
+def cache_exports(cfg: Config) -> dict[str, bytes]:
+    """Each response cache the configuration uses, as key-ordered JSON lines: ``cache/<file name>.jsonl``."""
+    from evoaudit.models.cache import ResponseCache
+    from evoaudit.models.preflight import endpoint_roles
+
+    out: dict[str, bytes] = {}
+    for _role, ep in endpoint_roles(cfg):
+        path = Path(ep.cache_path)
+        name = f"cache/{path.name}.jsonl"
+        if ep.backend != "openai" or not ep.cache or not path.exists() or name in out:
+            continue
+        cache = ResponseCache(path)
+        try:
+            out[name] = "".join(canonical_json(r) + "\n" for r in cache.rows()).encode()
+        finally:
+            cache.close()
+    return out
+
+
+def _add(tar: tarfile.TarFile, path: str, data: bytes) -> None:
+    info = tarfile.TarInfo(path)
+    info.size, info.mtime, info.mode = len(data), _MTIME, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_bundle(cfg: Config, results: Path, out: Path) -> BundleManifest:
+    """Write the bundle of ``results`` to ``out`` (a .tar.gz); return its manifest."""
+    if not (results / "config" / "config.json").exists():
+        raise BundleError(
+            f"{results}: no config/config.json; bundle a results directory that a workflow run wrote"
+        )
+    files: dict[str, tuple[bytes, str]] = {}
+    for name, f, role in _results_files(results):
+        if f.resolve() == out.resolve():
+            continue
+        files[name] = (f.read_bytes(), role)
+    for name, data in cache_exports(cfg).items():
+        files[name] = (data, "record")
+    entries = [_entry(name, data, role) for name, (data, role) in sorted(files.items())]
+    manifest = BundleManifest(root=root_of(entries), entries=entries, code=code_revision())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            _add(tar, MANIFEST_NAME, (manifest.model_dump_json(indent=2) + "\n").encode())
+            for name, (data, _role) in sorted(files.items()):
+                _add(tar, name, data)
+    os.replace(tmp, out)
+    return manifest
+
+
+def _safe_name(name: str) -> bool:
+    p = PurePosixPath(name)
+    return (
+        not p.is_absolute()
+        and ".." not in p.parts
+        and p.parts[:1] in (("results",), ("cache",), (MANIFEST_NAME,))
+        and all(c.isprintable() and c != "\\" for c in name)
+    )
+
+
+def unpack(bundle: Path, dest: Path) -> BundleManifest:
+    """Unpack ``bundle`` into ``dest``: regular files only, every one listed in the manifest with the
+    listed hash, the root recomputed. A hostile archive (links, devices, paths outside, a file the
+    manifest does not list or lists with another hash) is refused."""
+    try:
+        tar = tarfile.open(bundle, mode="r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        raise BundleError(f"{bundle}: not a readable .tar.gz bundle ({exc})") from exc
+    with tar:
+        members = tar.getmembers()
+        if not members or members[0].name != MANIFEST_NAME or not members[0].isfile():
+            raise BundleError(f"{bundle}: the first member is not {MANIFEST_NAME}; not an evoaudit bundle")
+        if members[0].size > _MANIFEST_LIMIT:
+            raise BundleError(
+                f"{bundle}: {MANIFEST_NAME} is {members[0].size} bytes; a manifest is far smaller"
+            )
+        try:
+            manifest = BundleManifest.model_validate_json(tar.extractfile(members[0]).read())  # type: ignore[union-attr]
+        except ValueError as exc:
+            raise BundleError(f"{bundle}: {MANIFEST_NAME} is not a bundle manifest: {exc}") from exc
+        if root_of(manifest.entries) != manifest.root:
+            raise BundleError(f"{bundle}: {MANIFEST_NAME}'s root does not match its entries (edited)")
+        listed = {e.path: e for e in manifest.entries}
+        seen: set[str] = set()
+        for m in members[1:]:
+            if not m.isfile() or not _safe_name(m.name):
+                raise BundleError(
+                    f"{bundle}: member {m.name!r} is not a regular file under results/ or cache/"
+                )
+            if m.name not in listed or m.name in seen:
+                raise BundleError(f"{bundle}: member {m.name!r} is not listed in {MANIFEST_NAME} (or twice)")
+            entry = listed[m.name]
+            if m.size != entry.bytes:
+                raise BundleError(
+                    f"{bundle}: {m.name} has {m.size} bytes, {MANIFEST_NAME} says {entry.bytes}"
+                )
+            target = dest / m.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # Streamed and hashed on the way: a member is never held in memory whole.
+            h, src = hashlib.sha256(), tar.extractfile(m)
+            with open(target, "xb") as fh:
+                for chunk in iter(functools.partial(src.read, 1 << 20), b""):  # type: ignore[union-attr]
+                    h.update(chunk)
+                    fh.write(chunk)
+            if h.hexdigest() != entry.sha256:
+                target.unlink()
+                raise BundleError(f"tamper evidence: {m.name} in {bundle} does not have its listed sha256")
+            seen.add(m.name)
+        if missing := sorted(set(listed) - seen):
+            raise BundleError(
+                f"{bundle}: {len(missing)} listed file(s) are not in the archive, e.g. {missing[0]}"
+            )
+    return manifest
+
+
+def reproduce(
+    bundle: Path, workdir: Path | None, snakefile: Path, cores: int, out: Path | None = None
+) -> ReproduceReport:
+    """Re-derive the bundle's derived files from its records with this checkout's workflow; compare bytes."""
+    snakefile = snakefile.resolve()
+    if not snakefile.is_file():
+        raise BundleError(f"{snakefile}: no Snakefile; run reproduce from a checkout or pass --snakefile")
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="evoaudit-reproduce-"))
+    elif workdir.exists() and any(workdir.iterdir()):
+        raise BundleError(f"{workdir}: not empty; reproduce unpacks into a new or empty directory")
+    workdir = workdir.resolve()
+    staged = workdir / ".bundle"
+    manifest = unpack(bundle, staged)
+    derived = {e.path: e for e in manifest.entries if e.role == "derived"}
+    for e in manifest.entries:
+        if e.role != "derived" and e.path.startswith("results/"):
+            target = workdir / e.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(staged / e.path, target)
+    config = workdir / "config" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(workdir / "results" / "config" / "config.json", config)  # JSON is YAML
+    load(config)  # a config this checkout cannot read stops here, naming the field
+    for f in workdir.rglob("*"):
+        if f.is_file() and staged not in f.parents:
+            os.utime(f, (_MTIME, _MTIME))
+    command = [
+        sys.executable, "-m", "snakemake",
+        "--snakefile", str(snakefile),
+        "--directory", str(workdir),
+        "--configfile", str(config),
+        "--cores", str(cores),
+        "--rerun-triggers", "mtime",
+        "--allowed-rules", *DERIVING_RULES,
+    ]  # fmt: skip
+    # Set for the whole rebuild: every backend refuses to start and the pre-flight asks no server.
+    env = dict(os.environ, **{NO_MODEL_CALLS_ENV: "1"})
+    run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    (workdir / "reproduce.snakemake.log").write_text(run.stdout + run.stderr)
+    if run.returncode != 0:
+        tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-25:])
+        raise BundleError(
+            f"reproduce: Snakemake failed (exit {run.returncode}); the whole output is in "
+            f"{workdir / 'reproduce.snakemake.log'}. Its last lines:\n{tail}"
+        )
+    checks = []
+    for path, e in sorted(derived.items()):
+        f = workdir / path
+        got = sha256_file(f) if f.is_file() else None
+        status = "missing" if got is None else "identical" if got == e.sha256 else "differs"
+        checks.append(FileCheck(path=path, status=status, bundle_sha256=e.sha256, rederived_sha256=got))
+    for f in sorted((workdir / "results").rglob("*")):
+        rel = f.relative_to(workdir / "results").as_posix()
+        if f.is_file() and _matches(rel, DERIVED) and f"results/{rel}" not in derived:
+            checks.append(
+                FileCheck(
+                    path=f"results/{rel}", status="extra", bundle_sha256=None, rederived_sha256=sha256_file(f)
+                )
+            )
+    count = {s: sum(c.status == s for c in checks) for s in ("identical", "differs", "missing", "extra")}
+    report = ReproduceReport(
+        bundle=str(bundle),
+        root=manifest.root,
+        workdir=str(workdir),
+        command=command,
+        bundle_code=manifest.code,
+        code=code_revision(snakefile.parent),
+        files=checks,
+        identical=count["identical"],
+        differing=count["differs"],
+        missing=count["missing"],
+        extra=count["extra"],
+    )
+    target = out or workdir / "reproduce.json"
+    atomic.write_text(target, report.model_dump_json(indent=2) + "\n")
+    return report

@@ -74,3 +74,20 @@ def test_a_bundle_reproduces_every_replay_report_table_and_page_byte_for_byte(re
     assert not not_identical and report.identical == len(derived)
     # Rebuilt, not copied: the derived files were absent before the rebuild and are there now.
     assert (tmp_path / "work" / "results" / "logs" / "report.log").exists()
+
+
+@pytest.mark.slow
+def test_a_second_config_in_its_own_results_dir_leaves_the_first_run_as_it_was(reduced_run):
+    first = reduced_run / "results"
+    before = {p: p.read_bytes() for p in sorted(first.rglob("*")) if p.is_file()}
+    other = reduced_run / "cues-off.yaml"
+    other.write_text(
+        "results_dir: results-cues-off\nsim: {cues: {follow_tool_text: 0.0, distrust_tool_text: 0.0}}\n"
+    )
+    snakemake(reduced_run, "--configfile", str(other))
+    assert (reduced_run / "results-cues-off" / "report" / "tables" / "main.csv").exists()
+    assert (reduced_run / "results-cues-off" / "freeze" / "unseal.json").exists()  # its own seal
+    again = snakemake(reduced_run, "-n")  # the first configuration: nothing to redo, nothing refused
+    assert "Nothing to be done" in again.stdout + again.stderr
+    after = {p: p.read_bytes() for p in sorted(first.rglob("*")) if p.is_file()}
+    assert after == before

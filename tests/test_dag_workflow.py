@@ -43,6 +43,15 @@ def test_dry_run_lists_every_stage(tmp_path):
     assert counts["acquire"] == 3  # one per default lineage
 
 
+def test_every_output_of_a_configuration_goes_to_its_results_dir(tmp_path):
+    copy_workflow(tmp_path, {"results_dir": "results-cues-off", "apex": {"enabled": True}})
+    proc = snakemake(tmp_path, "--summary")
+    files = [line.split("\t")[0] for line in proc.stdout.splitlines() if "\t" in line][1:]  # after the header
+    assert files and all(f.startswith("results-cues-off/") for f in files), files[:5]
+    assert any(f.startswith("results-cues-off/suite/apex/") for f in files)  # the worlds too
+    assert not (tmp_path / "results").exists()
+
+
 def test_bad_config_fails_at_parse_time_naming_the_field(tmp_path):
     copy_workflow(tmp_path, {"evaluation": {"shards": 0}})
     proc = snakemake(tmp_path, "-n", check=False)

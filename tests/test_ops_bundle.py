@@ -13,8 +13,8 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.models.factory import make_backend
-from evoaudit.models.offline import NO_MODEL_CALLS_ENV, ModelCallRefused
 from evoaudit.models.preflight import check
+from evoaudit.offline import NO_MODEL_CALLS_ENV, ModelCallRefused
 from evoaudit.ops.bundle import MANIFEST_NAME, BundleError, BundleManifest, unpack, write_bundle
 
 
@@ -90,11 +90,14 @@ def _file(name, data):
     return info, data
 
 
-def _manifest_for(files: dict[str, bytes]) -> bytes:
+def _manifest_for(files: dict[str, bytes], dirs=("cache", "results")) -> bytes:
     from evoaudit.ops.bundle import _entry, root_of
 
     entries = [_entry(n, d, "record") for n, d in sorted(files.items())]
-    return BundleManifest(root=root_of(entries), entries=entries, code={}).model_dump_json().encode()
+    m = BundleManifest(
+        root=root_of(entries), results_dir="results", dirs=list(dirs), entries=entries, code={}
+    )
+    return m.model_dump_json().encode()
 
 
 def _link(name, target, kind=tarfile.SYMTYPE):
@@ -116,6 +119,11 @@ def _link(name, target, kind=tarfile.SYMTYPE):
         "edited_root",
         "no_manifest",
         "missing_member",
+        "workflow_dir_declared",
+        "listed_twice",
+        "not_normalised",
+        "file_and_folder",
+        "more_members_than_listed",
     ],
 )
 def test_a_hostile_archive_is_refused_and_writes_nothing_outside(tmp_path, case):
@@ -144,11 +152,31 @@ def test_a_hostile_archive_is_refused_and_writes_nothing_outside(tmp_path, case)
         members = members[1:]
     elif case == "missing_member":
         members = members[:1]
+    elif case == "listed_twice":  # one path as a record and again as derived: never placed, never trusted
+        from evoaudit.ops.bundle import _entry, root_of
+
+        entries = [_entry("results/a.json", b"{}\n", "record"), _entry("results/a.json", b"{}\n", "derived")]
+        m = BundleManifest(
+            root=root_of(entries), results_dir="results", dirs=["results"], entries=entries, code={}
+        )
+        members[0] = _file(MANIFEST_NAME, m.model_dump_json().encode())
+    elif case == "not_normalised":
+        good = {"results/./a.json": b"{}\n"}
+        members = [_file(MANIFEST_NAME, _manifest_for(good)), _file("results/./a.json", b"{}\n")]
+    elif case == "file_and_folder":
+        good = {"results/a": b"x", "results/a/b": b"y"}
+        members = [_file(MANIFEST_NAME, _manifest_for(good))] + [_file(n, d) for n, d in good.items()]
+    elif case == "more_members_than_listed":
+        members.append(_file("results/a.json", b"{}\n"))
+    elif case == "workflow_dir_declared":  # a manifest that claims the workflow's own folder for itself
+        good = {"results/a.json": b"{}\n", "workflow/rules/x.smk": b"shell('id')\n"}
+        members = [_file(MANIFEST_NAME, _manifest_for(good, ("cache", "results", "workflow")))]
+        members += [_file(n, d) for n, d in good.items()]
     _archive(tmp_path / "bad.tar.gz", members)
     with pytest.raises(BundleError):
         unpack(tmp_path / "bad.tar.gz", tmp_path / "out")
     assert not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
-    assert not (tmp_path / "out" / "results" / "b").exists()
+    assert not (tmp_path / "out" / "results" / "b").exists() and not (tmp_path / "out" / "workflow").exists()
 
 
 def test_a_file_that_is_not_a_bundle_is_refused(tmp_path):
@@ -168,6 +196,10 @@ def test_no_backend_starts_while_model_calls_are_refused(monkeypatch):
     with pytest.raises(ModelCallRefused, match="optimizer"):
         make_backend(openai, openai.executor, [], role="optimizer")
     assert check(openai) == {}  # the pre-flight asks no server (port 9 would refuse it)
+    from evoaudit.suite.apex.attacker import Attacker
+
+    with pytest.raises(ModelCallRefused, match="attacker"):
+        Attacker(lambda msgs: "", "sim")
     monkeypatch.delenv(NO_MODEL_CALLS_ENV)
     assert make_backend(cfg, cfg.executor, []) is not None
 
@@ -181,3 +213,13 @@ def test_the_resolved_config_a_run_records_loads_back_to_the_same_config(tmp_pat
     back = config_mod.load(path)
     assert back.full_dump() == cfg.full_dump() and back.apex.enabled is False
     assert back.sim.apex.competence == 0.3
+
+
+def test_a_bundle_mirrors_the_runs_own_results_dir(tmp_path):
+    results = _results(tmp_path / "results-cues-off", wall=1.0, when="t")
+    cfg = config_mod.from_dict({"results_dir": "results-cues-off"})
+    m = write_bundle(cfg, results, tmp_path / "b.tar.gz")
+    assert m.results_dir == "results-cues-off" and "results-cues-off" in m.dirs
+    assert all(e.path.startswith(("results-cues-off/", "cache/")) for e in m.entries)
+    unpack(tmp_path / "b.tar.gz", tmp_path / "out")
+    assert (tmp_path / "out" / "results-cues-off" / "report" / "tables" / "main.csv").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -11,6 +12,8 @@ import psutil
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
+
+from evoaudit.jsonl import read_timing
 
 # Small but complete: every stage runs; the checks that are not about resuming are off to save time.
 SMALL = {
@@ -116,10 +119,16 @@ def _kill_and_resume(killed: Path, clean_run: subprocess.Popen) -> None:
 
     snakemake(killed)
     clean_run.wait(timeout=1200)
-    final = shard.read_bytes().split(b"\n")
-    # Records carry their wall time, so a rollout done again would not be byte-identical.
-    missing = [ln[:80] for ln in survivors if ln not in final]
-    assert not missing, f"{len(missing)} rollouts finished before the kill were redone: {missing[:3]}"
+    # A rollout done again would have another wall time: the published timing file keeps the survivors'.
+    timing = read_timing(shard)
+    kept = {r["rollout_id"]: r["wall_s"] for r in map(json.loads, survivors)}
+    redone = [rid for rid, wall in kept.items() if timing[rid]["wall_s"] != wall]
+    assert not redone, f"{len(redone)} rollouts finished before the kill were redone: {redone[:3]}"
+    published = {json.loads(line)["rollout_id"]: json.loads(line) for line in shard.read_text().splitlines()}
+    for line in survivors:  # and the rest of each record is what was recorded before the kill
+        record = json.loads(line)
+        record.pop("wall_s")
+        assert published[record["rollout_id"]] == record
     assert not partial.exists()
 
 

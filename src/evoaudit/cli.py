@@ -11,6 +11,30 @@ from pathlib import Path
 from evoaudit import config as config_mod
 from evoaudit.errors import AuditError
 
+RESULTS_DEFAULT = " (default: the configuration's results_dir)"
+RESULTS_HELP = "results directory" + RESULTS_DEFAULT
+
+
+def _fill_results_dir(args: argparse.Namespace) -> None:
+    """``--results`` left out means the configuration's results_dir; so do the other path defaults, which
+    are written ``{results}/...``."""
+    templated = {
+        k: v
+        for k, v in vars(args).items()
+        if (isinstance(v, str) and "{results}" in v)
+        or (isinstance(v, list) and any("{results}" in str(x) for x in v))
+    }
+    if getattr(args, "results", "") is not None and not templated:
+        return
+    root = getattr(args, "results", None)
+    if root is None:
+        root = config_mod.load(args.config).results_dir if hasattr(args, "config") else "results"
+        if hasattr(args, "results"):
+            args.results = root
+    for k, v in templated.items():
+        fill = lambda x: x.replace("{results}", root.rstrip("/")) if isinstance(x, str) else x  # noqa: E731
+        setattr(args, k, [fill(x) for x in v] if isinstance(v, list) else fill(v))
+
 
 def _cfg(args: argparse.Namespace) -> config_mod.Config:
     cfg = config_mod.load(args.config)
@@ -29,7 +53,7 @@ def cmd_validate_config(args):
     from evoaudit.credentials import public_config
 
     cfg = _cfg(args)
-    print(json.dumps(public_config(cfg.model_dump(mode="json")), indent=2, sort_keys=True))
+    print(json.dumps(public_config(cfg.full_dump()), indent=2, sort_keys=True))
 
 
 def cmd_audit_checkers(args):
@@ -196,11 +220,13 @@ def cmd_export(args):
         # inspect_ai is an optional extra: imported only here.
         from evoaudit.report.export.inspect_logs import export_inspect
 
-        written = export_inspect(cfg, results, Path(args.out or "results/export/inspect"), args.format)
+        written = export_inspect(
+            cfg, results, Path(args.out or f"{args.results}/export/inspect"), args.format
+        )
     else:
         from evoaudit.report.export.agentdojo_runs import export_agentdojo
 
-        out = Path(args.out or "results/export/agentdojo/runs")
+        out = Path(args.out or f"{args.results}/export/agentdojo/runs")
         written = export_agentdojo(cfg, results, out, args.condition)
     print(json.dumps({"written": len(written), "first": written[0].as_posix() if written else None}))
 
@@ -298,7 +324,7 @@ def cmd_apex(args):
 
         annotate_run(
             Path(args.results),
-            Path(args.out or "results/apex/labels.jsonl"),
+            Path(args.out or f"{args.results}/apex/labels.jsonl"),
             args.per_class,
             args.seed,
             sys.stdin,
@@ -381,13 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sp = add("audit-checkers", cmd_audit_checkers, "probe every official predicate; no model is called")
-    sp.add_argument("--csv", default="results/suite/checker_audit.csv")
-    sp.add_argument("--summary", default="results/suite/checker_audit_summary.json")
+    sp.add_argument("--csv", default="{results}/suite/checker_audit.csv")
+    sp.add_argument("--summary", default="{results}/suite/checker_audit_summary.json")
 
     sp = add("instances", cmd_instances, "materialise families × variants and the frozen suite spec")
-    sp.add_argument("--audit-summary", default="results/suite/checker_audit_summary.json")
-    sp.add_argument("--table", default="results/suite/instances.parquet")
-    sp.add_argument("--spec", default="results/suite/suite_spec.json")
+    sp.add_argument("--audit-summary", default="{results}/suite/checker_audit_summary.json")
+    sp.add_argument("--table", default="{results}/suite/instances.parquet")
+    sp.add_argument("--spec", default="{results}/suite/suite_spec.json")
 
     sp = add("acquire", cmd_acquire, "run the unevolved executor on the acquisition variants of one lineage")
     for a in ("--lineage", "--table", "--spec", "--out", "--record"):
@@ -403,16 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument(a, required=True)
 
     sp = add("freeze", cmd_freeze, "hash every artifact into the freeze manifest and make them read-only")
-    sp.add_argument("--results", default="results")
-    sp.add_argument("--manifest", default="results/freeze/manifest.json")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
     sp.add_argument("--lineage", help="freeze the given artifact directories as this lineage's manifest")
     sp.add_argument("--combine", action="store_true", help="combine lineage manifests")
     sp.add_argument("paths", nargs="+", help="artifact directories (or lineage manifests with --combine)")
 
     sp = add("unseal", cmd_unseal, "record the unseal event for a verified freeze manifest")
-    sp.add_argument("--results", default="results")
-    sp.add_argument("--manifest", default="results/freeze/manifest.json")
-    sp.add_argument("--event", default="results/freeze/unseal.json")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
+    sp.add_argument("--event", default="{results}/freeze/unseal.json")
     sp.add_argument("--lineage", help="open one lineage (its manifest given with --manifest)")
     sp.add_argument(
         "--force", action="store_true", help="record a forced unseal for a different manifest root"
@@ -423,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_redo,
         "archive an artifact that endpoints were unsealed with, so that the next run evolves it again",
     )
-    sp.add_argument("--results", default="results")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
     sp.add_argument("--lineage", required=True)
     sp.add_argument("--artifact", required=True, help="method or placebo-<method>, e.g. skillopt")
     sp.add_argument("--reason", required=True, help="why; recorded in freeze/superseded/log.jsonl")
@@ -431,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("verify", cmd_verify, "rerun a sample of recorded rollouts and require byte-identical records")
     for a in ("--table", "--spec", "--out"):
         sp.add_argument(a, required=True)
-    sp.add_argument("--results", default="results")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
     sp.add_argument("--sample", type=int, help="rollouts to rerun (default: seal.verify_sample)")
     sp.add_argument("shards", nargs="+", help="evaluation shards under <results>/evaluate/")
 
@@ -440,9 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument(a, required=True)
     sp.add_argument("--arm", required=True, choices=["benign", "attacked"])
     sp.add_argument("--shard", type=int, default=0)
-    sp.add_argument("--results", default="results")
-    sp.add_argument("--manifest", default="results/freeze/manifest.json")
-    sp.add_argument("--event", default="results/freeze/unseal.json")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
+    sp.add_argument("--event", default="{results}/freeze/unseal.json")
 
     sp = add("replay", cmd_replay, "independently recompute one evaluation shard")
     for a in ("--rollouts", "--table", "--out"):
@@ -452,11 +478,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--spec", help="suite spec committing the endpoint file's sha256 (sealed tables)")
     sp.add_argument("--manifest", help="freeze manifest the unseal event names (sealed tables)")
     sp.add_argument("--event", help="unseal event for that manifest (sealed tables)")
-    sp.add_argument("--results", default="results", help="results directory the manifest's paths are under")
+    sp.add_argument(
+        "--results", default=None, help="results directory the manifest's paths are under" + RESULTS_DEFAULT
+    )
 
     sp = add("plan", cmd_plan, "print rollouts, model requests and tokens per stage; fail over budget")
     sp.add_argument(
-        "--results", default="results", help="results directory whose finished work is not counted"
+        "--results",
+        default=None,
+        help="results directory whose finished work is not counted" + RESULTS_DEFAULT,
     )
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
 
@@ -468,11 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--audit-summary", help="checker audit summary ('passing': the sensitivity subset)")
     sp.add_argument("--metas", nargs="*", default=[], help="artifact meta.json files (evolution diagnostics)")
     sp.add_argument("--transfer", nargs="*", default=[], help="rollout shards from the second executor")
-    sp.add_argument("--out", default="results/report")
+    sp.add_argument("--out", default="{results}/report")
 
     sp = add("show", cmd_show, "print one rollout's trace: messages, calls, injected text, state changes")
     sp.add_argument("rollout_id", help="e.g. L1/static/attacked/user_task_0.v3/injection_task_0")
-    sp.add_argument("--results", default="results", help="results directory (evaluate/ and transfer/)")
+    sp.add_argument(
+        "--results", default=None, help="results directory (evaluate/ and transfer/)" + RESULTS_DEFAULT
+    )
     sp.add_argument("--dir", nargs="*", help="search these shard directories instead")
     sp.add_argument("--max-chars", type=int, default=2000, help="longest message text shown per step")
     sp.add_argument("--json", action="store_true", help="print the full record as JSON")
@@ -485,19 +517,21 @@ def build_parser() -> argparse.ArgumentParser:
         (
             "inspect",
             "one Inspect AI eval log per (suite, lineage, condition, arm); needs the inspect extra",
-            "results/export/inspect",
+            "{results}/export/inspect",
         ),
         (
             "agentdojo",
             "one condition's Banking rollouts in AgentDojo's results layout (runs/<pipeline>/...)",
-            "results/export/agentdojo/runs",
+            "{results}/export/agentdojo/runs",
         ),
     ):
         tp = targets.add_parser(target, help=what, description=what)
         tp.set_defaults(func=cmd_export)
         tp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
         tp.add_argument(
-            "--results", default="results", help="results directory holding evaluate/ (and apex/runs/)"
+            "--results",
+            default=None,
+            help="results directory holding evaluate/ (and apex/runs/)" + RESULTS_DEFAULT,
         )
         tp.add_argument("--out", help=f"directory to write to (default: {out})")
         if target == "inspect":
@@ -513,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
         "write one archive of the run (records, artifacts, seal, rollouts, caches, reports) with a sha256 "
         "manifest whose root leaves timing out",
     )
-    sp.add_argument("--results", default="results", help="results directory of a workflow run")
+    sp.add_argument("--results", default=None, help="results directory of a workflow run" + RESULTS_DEFAULT)
     sp.add_argument("--out", default="evoaudit-bundle.tar.gz", help="archive to write (.tar.gz)")
 
     sp = sub.add_parser(
@@ -532,11 +566,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("serve-sim", cmd_serve_sim, "serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
     sp.add_argument("--port", type=int, default=8000, help="0 picks a free port (see --ready-file)")
-    sp.add_argument("--instances", default="results/suite/instances.parquet", help="oracle plans")
+    sp.add_argument("--instances", default="{results}/suite/instances.parquet", help="oracle plans")
     sp.add_argument(
-        "--manifest", default="results/freeze/manifest.json", help="opens endpoint variants once verified"
+        "--manifest", default="{results}/freeze/manifest.json", help="opens endpoint variants once verified"
     )
-    sp.add_argument("--results", default="results")
+    sp.add_argument("--results", default=None, help=RESULTS_HELP)
     sp.add_argument("--model", help="model id to serve (default: executor.model)")
     sp.add_argument("--latency-ms", type=float, default=0.0, help="added to every chat completion")
     sp.add_argument("--ready-file", help="write {base_url, model} here once listening")
@@ -546,7 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_retry_infra,
         "move the infrastructure-failed rollouts of published shards aside, so a rerun redoes exactly those",
     )
-    sp.add_argument("paths", nargs="*", default=["results/evaluate"], help="shards or directories of shards")
+    sp.add_argument(
+        "paths", nargs="*", default=["{results}/evaluate"], help="shards or directories of shards"
+    )
     sp.add_argument("--dry-run", action="store_true", help="only count what would be moved")
 
     sp = sub.add_parser(
@@ -578,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
     sp.add_argument("--record", help="append every call and result here as JSON lines")
     sp.add_argument("--ready-file", help="http: write the server URLs here once listening")
-    sp.add_argument("--results", default="results", help="annotate: the run's results directory")
+    sp.add_argument("--results", default=None, help="annotate: the run's results directory" + RESULTS_DEFAULT)
     sp.add_argument(
         "--per-class",
         type=int,
@@ -597,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        _fill_results_dir(args)
         args.func(args)
     except config_mod.ConfigError as exc:
         print(f"evoaudit: {exc}", file=sys.stderr)

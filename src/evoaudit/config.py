@@ -186,10 +186,18 @@ def validate(
         lines = "\n".join(f"  - {line}" for line in described)
         raise ConfigError(f"{source}: invalid configuration\n{lines}")
     _check_semantics(data, source)
+    apex = data["suite"]["apex"]
+    if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
+        apex["out"] = f"{data['results_dir'].rstrip('/')}/suite/apex"
     return data
 
 
 def _check_semantics(data: dict[str, Any], source: str) -> None:
+    if ".." in Path(data["results_dir"]).parts or Path(data["results_dir"]) == Path("."):
+        raise ConfigError(
+            f"{source}: results_dir: {data['results_dir']!r} must name a directory of its own, without '..' "
+            "(e.g. results-cues-off)"
+        )
     roles = data["roles"]
     learn = set(roles["acquisition"]) | set(roles["validation"])
     endpoint = set(roles["benign_endpoint"]) | set(roles["attacked_endpoint"])
@@ -710,6 +718,8 @@ class ApexAuditConfig(_Model):
 
 
 class Config(_Model):
+    # Where the outputs go, not what they are: left out of model_dump (and every hash), in full_dump.
+    results_dir: str = Field(exclude=True)
     seed: int
     lineages: tuple[str, ...]
     suite: SuiteConfig
@@ -736,6 +746,7 @@ class Config(_Model):
         """Every setting, the APEX ones left out of ``model_dump`` included: loading it gives this config
         back (``results/config/config.json``, and so a bundle's configuration)."""
         dumped = self.model_dump(mode="json")
+        dumped["results_dir"] = self.results_dir
         dumped["apex"] = self.apex.model_dump(mode="json")
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
         return dumped

@@ -24,7 +24,8 @@ if CFG.suite.families is not None or CFG.apex.tasks is not None:
     from evoaudit.suite.registry import check_selection
 
     check_selection(CFG, "config (config/config.yaml and --config overrides)")
-RESULTS = "results"
+# Every output of this configuration goes here (results_dir): several configurations share a checkout.
+RESULTS = CFG.results_dir.rstrip("/")
 RESOLVED_CONFIG = f"{RESULTS}/config/config.json"
 
 

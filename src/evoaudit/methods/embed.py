@@ -13,6 +13,7 @@ import re
 from typing import Protocol
 
 from evoaudit.config import EmbedderConfig
+from evoaudit.offline import refuse_if_offline
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -64,6 +65,7 @@ class OpenAIEmbedder:
         return {"backend": "openai", "model": self.cfg.model, "base_url": self.cfg.base_url}
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        refuse_if_offline("methods_params.reasoningbank.embedder")
         import openai
 
         key = os.environ.get(self.cfg.api_key_env, "") if self.cfg.api_key_env else ""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
-from evoaudit.models.offline import refuse_if_offline
 from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Instance
 
 

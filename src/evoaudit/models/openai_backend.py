@@ -55,9 +55,9 @@ from evoaudit.models import preflight, server_errors
 from evoaudit.models.base import ChatRequest, ChatResponse, Fingerprint, InfraFailure
 from evoaudit.models.cache import ResponseCache, request_key
 from evoaudit.models.http_client import make_http_client, split_credentials
-from evoaudit.models.offline import refuse_if_offline
 from evoaudit.models.server_errors import classify_status, retry_after_s
 from evoaudit.models.wire import parse_completion, request_message
+from evoaudit.offline import refuse_if_offline
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,6 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import split_credentials
 from evoaudit.errors import AuditError
 from evoaudit.models import server_errors
-from evoaudit.models.offline import offline
 from evoaudit.models.probe_requests import (
     STRUCTURED_PROBE_PROMPT,
     STRUCTURED_PROBE_SCHEMA,
@@ -54,6 +53,7 @@ from evoaudit.models.probe_requests import (
 )
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.models.wire import message_from_wire, request_message
+from evoaudit.offline import offline
 from evoaudit.records import Message, ToolCall
 
 log = logging.getLogger(__name__)
@@ -500,7 +500,7 @@ def targets(cfg: Config) -> list[Target]:
 
 def check(cfg: Config) -> dict[str, dict[str, Any]]:
     """Pre-flight every openai endpoint of ``cfg`` (each once, even when two roles share it); nothing while
-    model calls are refused (``models.offline``: no job of that run may call a server)."""
+    model calls are refused (``evoaudit.offline``: no job of that run may call a server)."""
     results: dict[str, dict[str, Any]] = {}
     if offline():
         return results

@@ -42,6 +42,7 @@ from typing import Any
 from evoaudit.config import SimConfig
 from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
+from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.suite.interface import SimOracle
 from evoaudit.suite.registry import get_suite
@@ -314,6 +315,7 @@ class SimBackend:
     """In-process simulator; ``evoaudit serve-sim`` serves the same object over HTTP."""
 
     def __init__(self, oracle: Oracle, params: SimConfig, model: str = "evoaudit-sim") -> None:
+        refuse_if_offline("the simulator")
         self.oracle = oracle
         self.params = params
         self.model = model

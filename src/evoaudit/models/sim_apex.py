@@ -58,6 +58,7 @@ from evoaudit.models import sim_apex_text as tx
 from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.models.sim import apply_cues
+from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.seeds import derive_seed
 
@@ -238,6 +239,7 @@ class ApexSimBackend:
     """The simulator for APEX workspaces; same request/response contract as ``sim.SimBackend``."""
 
     def __init__(self, oracle: ApexOracle, params: SimConfig, model: str = "evoaudit-sim") -> None:
+        refuse_if_offline("the APEX simulator")
         self.oracle = oracle
         self.params = params
         self.model = model

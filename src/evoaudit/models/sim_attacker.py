@@ -13,7 +13,7 @@ from typing import Any
 
 from evoaudit.models.base import ChatRequest, ChatResponse, ResponseSchema
 from evoaudit.models.cache import request_key
-from evoaudit.models.offline import refuse_if_offline
+from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Message
 from evoaudit.suite.apex import attacker_sim
 from evoaudit.suite.apex.attacker import Attacker, response_schema

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -44,14 +45,16 @@ from evoaudit.config import Config, load
 from evoaudit.errors import AuditError
 from evoaudit.hashing import canonical_json, sha256_file
 from evoaudit.jsonl import TIMING_SUFFIX
-from evoaudit.models.offline import NO_MODEL_CALLS_ENV
+from evoaudit.offline import NO_MODEL_CALLS_ENV
 from evoaudit.provenance import code_revision
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST_NAME = "BUNDLE.json"
 # Every unpacked file gets this modification time, so that no file looks newer than what it was made from.
 _MTIME = 946684800  # 2000-01-01T00:00:00Z
 _MANIFEST_LIMIT = 64 << 20
+# Top-level names of a checkout a bundle may never write into a work directory.
+_RESERVED = frozenset({"cache", "config", "workflow", "scripts", "profiles", "src", "tests", "Snakefile"})
 
 # Results paths (posix, relative to the results directory) a bundle never holds: the jobs' logs (host
 # paths, timings; the benchmark tables keep the timings), unfinished or moved-aside work's temporary files,
@@ -59,12 +62,18 @@ _MANIFEST_LIMIT = 64 << 20
 _LEFT_OUT = ("logs/*", "export/*", "*.partial", "*.tmp", ".*", "*/.*")
 # Timing only: carried beside the root.
 _BESIDE = ("benchmarks/*", f"*{TIMING_SUFFIX}")
-# Top-level keys of a JSON record (or of each line of a JSON-lines file) that hold when it was written.
-TIMING_KEYS = ("time", "unsealed_at", "wall_s", "started_at", "finished_at")
+# Top-level keys of a JSON record (or of each line of a JSON-lines file) that hold when it was written, and
+# the only files (relative to results_dir) whose timing keys are left out of their content hash: the seal's
+# unseal events (the shards keep their wall times in their timing files).
+TIMING_KEYS = ("time", "unsealed_at")
+_TIMED = ("freeze/unseal.json", "freeze/*/unseal.json", "freeze/unseal_log.jsonl")
+# At most this many files, and bytes in all, in a bundle a reproduction unpacks.
+MAX_FILES = 200_000
+MAX_BYTES = 64 << 30
 # What `reproduce` derives again from the other files: the replay reports and both suites' reports.
 DERIVED = ("replay/*", "apex/replay/*", "apex/*/replay/*", "report/*", "apex/report/*")
 # The rules that derive them (and the aggregate targets that ask for them).
-DERIVING_RULES = ("replay", "apex_replay", "report", "apex_report", "apex_ablation_table", "all", "apex")
+DERIVING_RULES = ("replay", "apex_replay", "report", "apex_report", "apex_ablation_table")
 
 
 class BundleEntry(BaseModel):
@@ -73,7 +82,8 @@ class BundleEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    """Path inside the archive: ``results/...`` or ``cache/<role>.jsonl``."""
+    """Path inside the archive, as in the working directory of the run: ``<results_dir>/...``, the worlds'
+    ``<suite.apex.out>/...`` when they are cached elsewhere, or ``cache/<file>.jsonl``."""
     bytes: int
     """Size of the file as archived."""
     sha256: str
@@ -96,6 +106,10 @@ class BundleManifest(BaseModel):
     schema_version: int = SCHEMA_VERSION
     root: str
     """sha256 over the sorted (path, content_sha256) of every entry whose role is not ``beside``."""
+    results_dir: str
+    """The run's ``results_dir`` (relative); its resolved config is ``<results_dir>/config/config.json``."""
+    dirs: list[str]
+    """Every directory the entries lie under (``results_dir``, ``suite.apex.out`` outside it, ``cache``)."""
     entries: list[BundleEntry]
     """Every file, sorted by path."""
     code: dict
@@ -158,16 +172,16 @@ def root_of(entries: list[BundleEntry]) -> str:
     return h.hexdigest()
 
 
-def _content(data: bytes, name: str) -> tuple[str, list[str]]:
-    """(content sha256, timing keys left out) of a file's bytes."""
+def _content(data: bytes, rel: str) -> tuple[str, list[str]]:
+    """(content sha256, timing keys left out) of a file's bytes; ``rel``: its path under results_dir."""
     raw = hashlib.sha256(data).hexdigest()
-    if not name.endswith((".json", ".jsonl")):
+    if not _matches(rel, _TIMED):
         return raw, []
     try:
         text = data.decode("utf-8")
         records = (
             [json.loads(line) for line in text.splitlines() if line.strip()]
-            if name.endswith(".jsonl")
+            if rel.endswith(".jsonl")
             else [json.loads(text)]
         )
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -182,8 +196,8 @@ def _content(data: bytes, name: str) -> tuple[str, list[str]]:
     return h.hexdigest(), found
 
 
-def _entry(path: str, data: bytes, role: str) -> BundleEntry:
-    content, keys = _content(data, path)
+def _entry(path: str, data: bytes, role: str, rel: str = "") -> BundleEntry:
+    content, keys = _content(data, rel)
     return BundleEntry(
         path=path,
         bytes=len(data),
@@ -194,8 +208,14 @@ def _entry(path: str, data: bytes, role: str) -> BundleEntry:
     )
 
 
-def _results_files(results: Path) -> list[tuple[str, Path, str]]:
-    """(archive path, file, role) for every file of ``results`` that a bundle holds."""
+def _role(rel: str) -> str:
+    """The role of a path under results_dir; the same rule when writing and when reproducing."""
+    return "beside" if _matches(rel, _BESIDE) else "derived" if _matches(rel, DERIVED) else "record"
+
+
+def _results_files(results: Path, prefix: str, derive: bool = True) -> list[tuple[str, Path, str, str]]:
+    """(archive path, file, role, path under results_dir or "") for every file under ``results`` that a
+    bundle holds, as ``prefix/...``."""
     out = []
     for f in sorted(results.rglob("*")):
         if f.is_symlink():
@@ -205,25 +225,25 @@ def _results_files(results: Path) -> list[tuple[str, Path, str]]:
         rel = f.relative_to(results).as_posix()
         if _matches(rel, _LEFT_OUT):
             continue
-        role = "beside" if _matches(rel, _BESIDE) else "derived" if _matches(rel, DERIVED) else "record"
-        out.append((f"results/{rel}", f, role))
+        out.append((f"{prefix}/{rel}", f, _role(rel) if derive else "record", rel if derive else ""))
     return out
 
 
 def cache_exports(cfg: Config) -> dict[str, bytes]:
-    """Each response cache the configuration uses, as key-ordered JSON lines: ``cache/<file name>.jsonl``."""
+    """Each response cache the configuration uses, as key-ordered JSON lines: ``cache/<role>.jsonl``."""
     from evoaudit.models.cache import ResponseCache
     from evoaudit.models.preflight import endpoint_roles
 
     out: dict[str, bytes] = {}
-    for _role, ep in endpoint_roles(cfg):
+    seen: set[Path] = set()
+    for role, ep in endpoint_roles(cfg):
         path = Path(ep.cache_path)
-        name = f"cache/{path.name}.jsonl"
-        if ep.backend != "openai" or not ep.cache or not path.exists() or name in out:
+        if ep.backend != "openai" or not ep.cache or not path.exists() or path.resolve() in seen:
             continue
+        seen.add(path.resolve())  # one file per cache, named by the first role that uses it
         cache = ResponseCache(path)
         try:
-            out[name] = "".join(canonical_json(r) + "\n" for r in cache.rows()).encode()
+            out[f"cache/{role}.jsonl"] = "".join(canonical_json(r) + "\n" for r in cache.rows()).encode()
         finally:
             cache.close()
     return out
@@ -237,95 +257,177 @@ def _add(tar: tarfile.TarFile, path: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def _relative_dir(value: str, key: str) -> str:
+    p = PurePosixPath(value.rstrip("/"))  # "./r" is "r"
+    if p.is_absolute() or not p.parts or p.parts[0] in _RESERVED or p.parts[0].startswith("."):
+        raise BundleError(
+            f"{key}: {value!r}; a bundle mirrors the run's working directory, so {key} must be a relative "
+            f"directory not starting with '.' nor named {', '.join(sorted(_RESERVED))}"
+        )
+    return p.as_posix()
+
+
 def write_bundle(cfg: Config, results: Path, out: Path) -> BundleManifest:
-    """Write the bundle of ``results`` to ``out`` (a .tar.gz); return its manifest."""
+    """Write the bundle of ``results`` (the run of ``cfg``) to ``out`` (a .tar.gz); return its manifest."""
     if not (results / "config" / "config.json").exists():
         raise BundleError(
             f"{results}: no config/config.json; bundle a results directory that a workflow run wrote"
         )
-    files: dict[str, tuple[bytes, str]] = {}
-    for name, f, role in _results_files(results):
+    prefix = _relative_dir(cfg.results_dir, "results_dir")
+    dirs = [prefix, "cache"]
+    found = _results_files(results, prefix)
+    worlds = Path(cfg.suite.apex.out)
+    if worlds.exists() and not worlds.resolve().is_relative_to(results.resolve()):
+        apex_out = _relative_dir(cfg.suite.apex.out, "suite.apex.out")
+        dirs.append(apex_out)
+        found += _results_files(worlds, apex_out, derive=False)
+    files: dict[str, tuple[bytes, str, str]] = {}
+    for name, f, role, rel in found:
         if f.resolve() == out.resolve():
             continue
-        files[name] = (f.read_bytes(), role)
+        files[name] = (f.read_bytes(), role, rel)
     for name, data in cache_exports(cfg).items():
-        files[name] = (data, "record")
-    entries = [_entry(name, data, role) for name, (data, role) in sorted(files.items())]
-    manifest = BundleManifest(root=root_of(entries), entries=entries, code=code_revision())
+        files[name] = (data, "record", "")
+    entries = [_entry(name, data, role, rel) for name, (data, role, rel) in sorted(files.items())]
+    manifest = BundleManifest(
+        root=root_of(entries),
+        results_dir=prefix,
+        dirs=sorted(set(dirs)),
+        entries=entries,
+        code=code_revision(),
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             _add(tar, MANIFEST_NAME, (manifest.model_dump_json(indent=2) + "\n").encode())
-            for name, (data, _role) in sorted(files.items()):
+            for name, (data, _role, _rel) in sorted(files.items()):
                 _add(tar, name, data)
     os.replace(tmp, out)
     return manifest
 
 
-def _safe_name(name: str) -> bool:
+def _safe_name(name: str, dirs: list[str]) -> bool:
     p = PurePosixPath(name)
     return (
-        not p.is_absolute()
+        p.as_posix() == name  # normalised: no "//", no trailing "/"
+        and "." not in name.split("/")
+        and len(name.encode()) <= 1024
+        and all(len(part.encode()) <= 255 for part in p.parts)
+        and not p.is_absolute()
         and ".." not in p.parts
-        and p.parts[:1] in (("results",), ("cache",), (MANIFEST_NAME,))
+        and any(p.is_relative_to(d) and p != PurePosixPath(d) for d in dirs)
         and all(c.isprintable() and c != "\\" for c in name)
     )
+
+
+def _check_manifest(bundle: Path, manifest: BundleManifest) -> dict[str, BundleEntry]:
+    if root_of(manifest.entries) != manifest.root:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}'s root does not match its entries (edited)")
+    for d in manifest.dirs:
+        if d != "cache":  # never the workflow's own files, nothing hidden
+            _relative_dir(d, f"{MANIFEST_NAME} dirs")
+    if manifest.results_dir not in manifest.dirs:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}: results_dir is not among its dirs")
+    listed = {e.path: e for e in manifest.entries}
+    if len(listed) != len(manifest.entries):
+        raise BundleError(f"{bundle}: {MANIFEST_NAME} lists a path twice")
+    if len(listed) > MAX_FILES or sum(e.bytes for e in manifest.entries) > MAX_BYTES:
+        raise BundleError(f"{bundle}: more than {MAX_FILES} files or {MAX_BYTES} bytes; not unpacked")
+    for name in listed:
+        if not _safe_name(name, manifest.dirs):
+            raise BundleError(f"{bundle}: {MANIFEST_NAME} lists {name!r}, not a path under {manifest.dirs}")
+    # Paths are unique, so no listed file can also be a folder another one lies in.
+    folders = {str(PurePosixPath(n).parent) for n in listed}
+    if clash := sorted(folders & set(listed)):
+        raise BundleError(f"{bundle}: {clash[0]!r} is listed as a file and as a folder")
+    return listed
 
 
 def unpack(bundle: Path, dest: Path) -> BundleManifest:
     """Unpack ``bundle`` into ``dest``: regular files only, every one listed in the manifest with the
     listed hash, the root recomputed. A hostile archive (links, devices, paths outside, a file the
-    manifest does not list or lists with another hash) is refused."""
+    manifest does not list or lists with another hash, more members than listed) is refused. The archive
+    is read as a stream, one member at a time, so its size is bounded by what the manifest declares."""
     try:
-        tar = tarfile.open(bundle, mode="r:gz")
+        tar = tarfile.open(bundle, mode="r|gz")
     except (OSError, tarfile.TarError) as exc:
         raise BundleError(f"{bundle}: not a readable .tar.gz bundle ({exc})") from exc
-    with tar:
-        members = tar.getmembers()
-        if not members or members[0].name != MANIFEST_NAME or not members[0].isfile():
-            raise BundleError(f"{bundle}: the first member is not {MANIFEST_NAME}; not an evoaudit bundle")
-        if members[0].size > _MANIFEST_LIMIT:
+    try:
+        with tar:
+            return _unpack(bundle, tar, dest)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise BundleError(f"{bundle}: not a readable .tar.gz bundle ({exc})") from exc
+    except OSError as exc:
+        raise BundleError(f"{bundle}: could not unpack into {dest}: {exc}") from exc
+
+
+def _unpack(bundle: Path, tar: tarfile.TarFile, dest: Path) -> BundleManifest:
+    first = tar.next()
+    if first is None or first.name != MANIFEST_NAME or not first.isfile():
+        raise BundleError(f"{bundle}: the first member is not {MANIFEST_NAME}; not an evoaudit bundle")
+    if first.size > _MANIFEST_LIMIT:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME} is {first.size} bytes; a manifest is far smaller")
+    text = tar.extractfile(first).read()  # type: ignore[union-attr]
+    try:
+        version = json.loads(text).get("schema_version")
+    except (ValueError, AttributeError):
+        version = None
+    if version != SCHEMA_VERSION:
+        raise BundleError(
+            f"{bundle}: {MANIFEST_NAME} has schema_version {version!r}; this evoaudit reads version "
+            f"{SCHEMA_VERSION}: write the bundle again with this version (evoaudit bundle)"
+        )
+    try:
+        manifest = BundleManifest.model_validate_json(text)
+    except ValueError as exc:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME} is not a bundle manifest: {exc}") from exc
+    listed = _check_manifest(bundle, manifest)
+    seen: set[str] = set()
+    while (m := tar.next()) is not None:
+        if len(seen) >= len(listed):
+            raise BundleError(f"{bundle}: more members than {MANIFEST_NAME} lists")
+        if not m.isfile() or m.name not in listed or m.name in seen:
             raise BundleError(
-                f"{bundle}: {MANIFEST_NAME} is {members[0].size} bytes; a manifest is far smaller"
+                f"{bundle}: member {m.name!r} is not a regular file listed once in {MANIFEST_NAME}"
             )
-        try:
-            manifest = BundleManifest.model_validate_json(tar.extractfile(members[0]).read())  # type: ignore[union-attr]
-        except ValueError as exc:
-            raise BundleError(f"{bundle}: {MANIFEST_NAME} is not a bundle manifest: {exc}") from exc
-        if root_of(manifest.entries) != manifest.root:
-            raise BundleError(f"{bundle}: {MANIFEST_NAME}'s root does not match its entries (edited)")
-        listed = {e.path: e for e in manifest.entries}
-        seen: set[str] = set()
-        for m in members[1:]:
-            if not m.isfile() or not _safe_name(m.name):
-                raise BundleError(
-                    f"{bundle}: member {m.name!r} is not a regular file under results/ or cache/"
-                )
-            if m.name not in listed or m.name in seen:
-                raise BundleError(f"{bundle}: member {m.name!r} is not listed in {MANIFEST_NAME} (or twice)")
-            entry = listed[m.name]
-            if m.size != entry.bytes:
-                raise BundleError(
-                    f"{bundle}: {m.name} has {m.size} bytes, {MANIFEST_NAME} says {entry.bytes}"
-                )
-            target = dest / m.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # Streamed and hashed on the way: a member is never held in memory whole.
-            h, src = hashlib.sha256(), tar.extractfile(m)
-            with open(target, "xb") as fh:
-                for chunk in iter(functools.partial(src.read, 1 << 20), b""):  # type: ignore[union-attr]
-                    h.update(chunk)
-                    fh.write(chunk)
-            if h.hexdigest() != entry.sha256:
-                target.unlink()
-                raise BundleError(f"tamper evidence: {m.name} in {bundle} does not have its listed sha256")
-            seen.add(m.name)
-        if missing := sorted(set(listed) - seen):
-            raise BundleError(
-                f"{bundle}: {len(missing)} listed file(s) are not in the archive, e.g. {missing[0]}"
-            )
+        entry = listed[m.name]
+        if m.size != entry.bytes:
+            raise BundleError(f"{bundle}: {m.name} has {m.size} bytes, {MANIFEST_NAME} says {entry.bytes}")
+        target = dest / m.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Streamed and hashed on the way: a member is never held in memory whole.
+        h, src = hashlib.sha256(), tar.extractfile(m)
+        with open(target, "xb") as fh:
+            for chunk in iter(functools.partial(src.read, 1 << 20), b""):  # type: ignore[union-attr]
+                h.update(chunk)
+                fh.write(chunk)
+        if h.hexdigest() != entry.sha256:
+            target.unlink()
+            raise BundleError(f"tamper evidence: {m.name} in {bundle} does not have its listed sha256")
+        seen.add(m.name)
+    if missing := sorted(set(listed) - seen):
+        raise BundleError(
+            f"{bundle}: {len(missing)} listed file(s) are not in the archive, e.g. {missing[0]}"
+        )
     return manifest
+
+
+def _targets(manifest: BundleManifest, derived: list[str]) -> list[str]:
+    """What the rebuild asks Snakemake for: the reports the bundle holds (rule names, without wildcards),
+    and each ablation table; the replay reports follow as their inputs."""
+    rels = {PurePosixPath(p).relative_to(manifest.results_dir).as_posix() for p in derived}
+    targets = []
+    if "report/report.md" in rels:
+        targets.append("report")
+    if "apex/report/tables/apex_main.csv" in rels:
+        targets.append("apex_report")
+    targets += [
+        f"{manifest.results_dir}/{r}"
+        for r in sorted(rels)
+        if fnmatch.fnmatchcase(r, "apex/report/ablations/*.csv")
+    ]
+    return targets
 
 
 def reproduce(
@@ -342,31 +444,47 @@ def reproduce(
     workdir = workdir.resolve()
     staged = workdir / ".bundle"
     manifest = unpack(bundle, staged)
-    derived = {e.path: e for e in manifest.entries if e.role == "derived"}
+    results = workdir / manifest.results_dir
+    # Roles by this checkout's rule, never the manifest's word: a derived file is never placed, only rebuilt.
+    derived: dict[str, BundleEntry] = {}
     for e in manifest.entries:
-        if e.role != "derived" and e.path.startswith("results/"):
+        inside = PurePosixPath(e.path).is_relative_to(manifest.results_dir)
+        rel = PurePosixPath(e.path).relative_to(manifest.results_dir).as_posix() if inside else ""
+        if inside and _role(rel) == "derived":
+            derived[e.path] = e
+        elif not e.path.startswith("cache/"):
             target = workdir / e.path
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(staged / e.path, target)
+    if not derived:
+        raise BundleError(f"{bundle}: holds no replay report or report; there is nothing to reproduce")
     config = workdir / "config" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(workdir / "results" / "config" / "config.json", config)  # JSON is YAML
-    load(config)  # a config this checkout cannot read stops here, naming the field
+    shutil.copyfile(results / "config" / "config.json", config)  # JSON is YAML
+    bundled = load(config)  # one this checkout cannot read stops here, naming the field
+    if PurePosixPath(bundled.results_dir.rstrip("/")).as_posix() != manifest.results_dir:
+        raise BundleError(
+            f"{bundle}: its config's results_dir is not the manifest's {manifest.results_dir!r}"
+        )
     for f in workdir.rglob("*"):
         if f.is_file() and staged not in f.parents:
             os.utime(f, (_MTIME, _MTIME))
     command = [
-        sys.executable, "-m", "snakemake",
+        sys.executable, "-P", "-m", "snakemake",
         "--snakefile", str(snakefile),
         "--directory", str(workdir),
         "--configfile", str(config),
+        "--workflow-profile", "none",
         "--cores", str(cores),
         "--rerun-triggers", "mtime",
         "--allowed-rules", *DERIVING_RULES,
+        "--", *_targets(manifest, list(derived)),
     ]  # fmt: skip
-    # Set for the whole rebuild: every backend refuses to start and the pre-flight asks no server.
-    env = dict(os.environ, **{NO_MODEL_CALLS_ENV: "1"})
-    run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    # Set for the whole rebuild: every backend refuses to start and the pre-flight asks no server. No
+    # Python process of it puts the work directory (the bundle's files) on its import path.
+    env = dict(os.environ, **{NO_MODEL_CALLS_ENV: "1", "PYTHONSAFEPATH": "1"})
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(command, cwd=snakefile.parent, env=env, capture_output=True, text=True)
     (workdir / "reproduce.snakemake.log").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
         tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-25:])
@@ -377,16 +495,17 @@ def reproduce(
     checks = []
     for path, e in sorted(derived.items()):
         f = workdir / path
-        got = sha256_file(f) if f.is_file() else None
+        # Only a file this rebuild wrote counts: nothing derived was unpacked, and every unpacked file
+        # carries the bundle's one modification time.
+        got = sha256_file(f) if f.is_file() and f.stat().st_mtime != _MTIME else None
         status = "missing" if got is None else "identical" if got == e.sha256 else "differs"
         checks.append(FileCheck(path=path, status=status, bundle_sha256=e.sha256, rederived_sha256=got))
-    for f in sorted((workdir / "results").rglob("*")):
-        rel = f.relative_to(workdir / "results").as_posix()
-        if f.is_file() and _matches(rel, DERIVED) and f"results/{rel}" not in derived:
+    for f in sorted(results.rglob("*")):
+        rel = f.relative_to(results).as_posix()
+        name = f"{manifest.results_dir}/{rel}"
+        if f.is_file() and _role(rel) == "derived" and name not in derived:
             checks.append(
-                FileCheck(
-                    path=f"results/{rel}", status="extra", bundle_sha256=None, rederived_sha256=sha256_file(f)
-                )
+                FileCheck(path=name, status="extra", bundle_sha256=None, rederived_sha256=sha256_file(f))
             )
     count = {s: sum(c.status == s for c in checks) for s in ("identical", "differs", "missing", "extra")}
     report = ReproduceReport(

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Message
 
 # How each step's instructions begin (the simulator recognises the step by them, as a model reads them).
@@ -144,6 +145,7 @@ class Attacker:
         ``answer`` method (``models.sim_attacker.SimAttacker``). ``key``: the request's hash as recorded;
         by default ``request_hash`` (model and messages); an endpoint with a response cache passes its
         cache key, so a recorded step can be looked up and replayed."""
+        refuse_if_offline("suite.apex.attacker")
         self.ask = ask.answer if hasattr(ask, "answer") else ask
         self.model = model
         self.key = key or (lambda messages: request_hash(model, messages))

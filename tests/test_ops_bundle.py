@@ -188,7 +188,7 @@ def test_a_file_that_is_not_a_bundle_is_refused(tmp_path):
 def test_no_backend_starts_while_model_calls_are_refused(monkeypatch):
     cfg = config_mod.from_dict({})
     monkeypatch.setenv(NO_MODEL_CALLS_ENV, "1")
-    with pytest.raises(ModelCallRefused, match="executor"):
+    with pytest.raises(ModelCallRefused, match="simulator"):
         make_backend(cfg, cfg.executor, [])  # the simulator is a model here too
     openai = config_mod.from_dict(
         {"executor": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}}

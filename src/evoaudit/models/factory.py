@@ -5,7 +5,6 @@ from __future__ import annotations
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
 from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Instance
 
 
@@ -14,7 +13,6 @@ def make_backend(
 ) -> ChatBackend:
     """``instances`` grant the simulator its oracle plans; the openai backend ignores them. ``role``: where
     the endpoint is in the config (optimizer, apex.judge, ...), named by errors that point at a field."""
-    refuse_if_offline(role or "executor")
     if endpoint.backend == "sim":
         if cfg.suite.name == "apex" or (instances and all(i.suite == "apex" for i in instances)):
             from evoaudit.models.sim_apex import ApexOracle, ApexSimBackend

@@ -13,7 +13,6 @@ from typing import Any
 
 from evoaudit.models.base import ChatRequest, ChatResponse, ResponseSchema
 from evoaudit.models.cache import request_key
-from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Message
 from evoaudit.suite.apex import attacker_sim
 from evoaudit.suite.apex.attacker import Attacker, response_schema
@@ -44,7 +43,6 @@ class SimAttacker:
 
 def make_attacker(endpoint: Any) -> Attacker:
     """The attacker for ``suite.apex.attacker`` (a ``config.EndpointConfig``)."""
-    refuse_if_offline("suite.apex.attacker")
     if endpoint.backend == "sim":
         return Attacker(attacker_sim.answer, endpoint.model)
     if endpoint.backend == "openai":

@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
 
 import pytest
@@ -106,74 +107,104 @@ def _link(name, target, kind=tarfile.SYMTYPE):
     return info, None
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "symlink",
-        "hardlink",
-        "dotdot",
-        "absolute",
-        "outside_results",
-        "unlisted",
-        "wrong_hash",
-        "edited_root",
-        "no_manifest",
-        "missing_member",
-        "workflow_dir_declared",
-        "listed_twice",
-        "not_normalised",
-        "file_and_folder",
-        "more_members_than_listed",
-    ],
-)
-def test_a_hostile_archive_is_refused_and_writes_nothing_outside(tmp_path, case):
-    good = {"results/a.json": b"{}\n"}
-    manifest = _manifest_for(good)
-    members = [_file(MANIFEST_NAME, manifest), _file("results/a.json", b"{}\n")]
+CONFIG = "results/config/config.json"
+BASE = {CONFIG: b"{}\n", "results/a.json": b"{}\n"}
+
+
+def _members(files, manifest=None, dirs=("cache", "results")):
+    return [_file(MANIFEST_NAME, manifest or _manifest_for(files, dirs))] + [
+        _file(n, d) for n, d in files.items()
+    ]
+
+
+def _hostile(case, tmp_path):
+    """(members, what the refusal names) of one hostile archive, each built on the valid BASE."""
+    m = _members(BASE)
     if case == "symlink":
-        members.append(_link("results/b", "/etc/passwd"))
-    elif case == "hardlink":
-        members.append(_link("results/b", "results/a.json", tarfile.LNKTYPE))
-    elif case == "dotdot":
-        members.append(_file("results/../../escaped", b"x"))
-    elif case == "absolute":
-        members.append(_file(str(tmp_path / "escaped"), b"x"))
-    elif case == "outside_results":
-        members.append(_file("Snakefile", b"x"))
-    elif case == "unlisted":
-        members.append(_file("results/extra.json", b"{}"))
-    elif case == "wrong_hash":
-        members[1] = _file("results/a.json", b"[]\n")
-    elif case == "edited_root":
-        data = json.loads(manifest)
+        return m[:1] + [_link("results/b", "/etc/passwd")] + m[1:], "not a regular file listed"
+    if case == "hardlink":
+        return m[:1] + [_link("results/b", "results/a.json", tarfile.LNKTYPE)] + m[1:], "not a regular file"
+    if case == "dotdot":
+        return m[:1] + [_file("results/../../escaped", b"x")] + m[1:], "not a regular file listed"
+    if case == "absolute":
+        return m[:1] + [_file(str(tmp_path / "escaped"), b"x")] + m[1:], "not a regular file listed"
+    if case == "outside_results":
+        return m[:1] + [_file("Snakefile", b"x")] + m[1:], "not a regular file listed"
+    if case == "unlisted":
+        return m[:1] + [_file("results/extra.json", b"{}")] + m[1:], "not a regular file listed"
+    if case == "more_members_than_listed":
+        return m + [_file("results/a.json", b"{}\n")], "more members than"
+    if case == "wrong_hash":
+        return m[:2] + [_file("results/a.json", b"[]\n")], "listed sha256"
+    if case == "edited_root":
+        data = json.loads(_manifest_for(BASE))
         data["root"] = "0" * 64
-        members[0] = _file(MANIFEST_NAME, json.dumps(data).encode())
-    elif case == "no_manifest":
-        members = members[1:]
-    elif case == "missing_member":
-        members = members[:1]
-    elif case == "listed_twice":  # one path as a record and again as derived: never placed, never trusted
+        return [_file(MANIFEST_NAME, json.dumps(data).encode())] + m[1:], "root does not match"
+    if case == "no_manifest":
+        return m[1:], "first member"
+    if case == "missing_member":
+        return m[:2], "not in the archive"
+    if case == "no_config":
+        files = {"results/a.json": b"{}\n"}
+        return _members(files), "config/config.json"
+    if case == "listed_twice":  # one path as a record and again as derived
         from evoaudit.ops.bundle import _entry, root_of
 
-        entries = [_entry("results/a.json", b"{}\n", "record"), _entry("results/a.json", b"{}\n", "derived")]
-        m = BundleManifest(
+        entries = [_entry(CONFIG, b"{}\n", "record"), _entry("results/a.json", b"{}\n", "record"),
+                   _entry("results/a.json", b"{}\n", "derived")]  # fmt: skip
+        man = BundleManifest(
             root=root_of(entries), results_dir="results", dirs=["results"], entries=entries, code={}
         )
-        members[0] = _file(MANIFEST_NAME, m.model_dump_json().encode())
-    elif case == "not_normalised":
-        good = {"results/./a.json": b"{}\n"}
-        members = [_file(MANIFEST_NAME, _manifest_for(good)), _file("results/./a.json", b"{}\n")]
-    elif case == "file_and_folder":
-        good = {"results/a": b"x", "results/a/b": b"y"}
-        members = [_file(MANIFEST_NAME, _manifest_for(good))] + [_file(n, d) for n, d in good.items()]
-    elif case == "more_members_than_listed":
-        members.append(_file("results/a.json", b"{}\n"))
-    elif case == "workflow_dir_declared":  # a manifest that claims the workflow's own folder for itself
-        good = {"results/a.json": b"{}\n", "workflow/rules/x.smk": b"shell('id')\n"}
-        members = [_file(MANIFEST_NAME, _manifest_for(good, ("cache", "results", "workflow")))]
-        members += [_file(n, d) for n, d in good.items()]
+        return _members(BASE, man.model_dump_json().encode()), "twice"
+    if case == "not_normalised":
+        return _members(BASE | {"results/./b.json": b"{}\n"}), "not a path under"
+    if case == "file_and_folder":
+        return _members(BASE | {"results/a": b"x", "results/a/b/c": b"y"}), "as a file and as a folder"
+    if case == "workflow_dir_declared":  # a manifest that claims the workflow's own folder for itself
+        return _members(
+            BASE | {"workflow/rules/x.smk": b"shell('id')\n"}, dirs=("results", "workflow")
+        ), "workflow"
+    if case == "results_dir_cache":
+        data = json.loads(_manifest_for({"cache/config/config.json": b"{}\n"}, ("cache",)))
+        data["results_dir"] = "cache"
+        return [_file(MANIFEST_NAME, json.dumps(data).encode())], "results_dir"
+    if case == "forged_content_hash":  # bytes as listed, but the root covers a content hash of other bytes
+        from evoaudit.ops.bundle import _entry, root_of
+
+        event = b'{"lineage": "L1", "unsealed_at": "t"}\n'
+        files = BASE | {"results/freeze/L1/unseal.json": event}
+        entries = [_entry(n, d, "record", n.removeprefix("results/")) for n, d in sorted(files.items())]
+        entries[-1] = entries[-1].model_copy(update={"content_sha256": "0" * 64})
+        man = BundleManifest(
+            root=root_of(entries), results_dir="results", dirs=["results"], entries=entries, code={}
+        )
+        return _members(files, man.model_dump_json().encode()), "content_sha256"
+    if case == "pax_bomb":
+        big = tarfile.TarInfo("results/a.json")
+        big.size, big.pax_headers = 3, {"comment": "x" * (200 << 10)}
+        return m[:2] + [(big, b"{}\n")], "not a readable"  # m[1] is the config
+    raise AssertionError(case)
+
+
+HOSTILE = [
+    "symlink", "hardlink", "dotdot", "absolute", "outside_results", "unlisted", "more_members_than_listed",
+    "wrong_hash", "edited_root", "no_manifest", "missing_member", "no_config", "listed_twice",
+    "not_normalised", "file_and_folder", "workflow_dir_declared", "results_dir_cache", "forged_content_hash",
+    "pax_bomb",
+]  # fmt: skip
+
+
+def test_the_archive_the_hostile_cases_start_from_unpacks(tmp_path):
+    _archive(tmp_path / "ok.tar.gz", _members(BASE))
+    unpack(tmp_path / "ok.tar.gz", tmp_path / "out")
+    assert (tmp_path / "out" / "results" / "a.json").read_bytes() == b"{}\n"
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_hostile_archive_is_refused_for_its_reason_and_writes_nothing_outside(tmp_path, case):
+    members, reason = _hostile(case, tmp_path)
     _archive(tmp_path / "bad.tar.gz", members)
-    with pytest.raises(BundleError):
+    with pytest.raises(BundleError, match=re.escape(reason)):
         unpack(tmp_path / "bad.tar.gz", tmp_path / "out")
     assert not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
     assert not (tmp_path / "out" / "results" / "b").exists() and not (tmp_path / "out" / "workflow").exists()

@@ -69,7 +69,7 @@ TIMING_KEYS = ("time", "unsealed_at")
 _TIMED = ("freeze/unseal.json", "freeze/*/unseal.json", "freeze/unseal_log.jsonl")
 # At most this many files, and bytes in all, in a bundle a reproduction unpacks.
 MAX_FILES = 200_000
-MAX_BYTES = 64 << 30
+MAX_BYTES = 16 << 30
 # What `reproduce` derives again from the other files: the replay reports and both suites' reports.
 DERIVED = ("replay/*", "apex/replay/*", "apex/*/replay/*", "report/*", "apex/report/*")
 # The rules that derive them (and the aggregate targets that ask for them).
@@ -329,6 +329,7 @@ def _check_manifest(bundle: Path, manifest: BundleManifest) -> dict[str, BundleE
             _relative_dir(d, f"{MANIFEST_NAME} dirs")
     if manifest.results_dir not in manifest.dirs:
         raise BundleError(f"{bundle}: {MANIFEST_NAME}: results_dir is not among its dirs")
+    _relative_dir(manifest.results_dir, f"{MANIFEST_NAME} results_dir")
     listed = {e.path: e for e in manifest.entries}
     if len(listed) != len(manifest.entries):
         raise BundleError(f"{bundle}: {MANIFEST_NAME} lists a path twice")
@@ -337,11 +338,24 @@ def _check_manifest(bundle: Path, manifest: BundleManifest) -> dict[str, BundleE
     for name in listed:
         if not _safe_name(name, manifest.dirs):
             raise BundleError(f"{bundle}: {MANIFEST_NAME} lists {name!r}, not a path under {manifest.dirs}")
-    # Paths are unique, so no listed file can also be a folder another one lies in.
-    folders = {str(PurePosixPath(n).parent) for n in listed}
+    if f"{manifest.results_dir}/config/config.json" not in listed:
+        raise BundleError(f"{bundle}: no {manifest.results_dir}/config/config.json; not a run's bundle")
+    # No listed file may also be a folder another one lies in.
+    folders = {str(a) for n in listed for a in PurePosixPath(n).parents}
     if clash := sorted(folders & set(listed)):
         raise BundleError(f"{bundle}: {clash[0]!r} is listed as a file and as a folder")
     return listed
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """Refuses an extended header (PAX, GNU long name) over 64 KiB before tarfile reads it into memory."""
+
+    def _proc_member(self, tarfile_):  # type: ignore[no-untyped-def]
+        extended = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                    tarfile.GNUTYPE_LONGLINK)  # fmt: skip
+        if self.type in extended and self.size > 64 << 10:
+            raise tarfile.HeaderError(f"an extended header of {self.size} bytes")
+        return super()._proc_member(tarfile_)
 
 
 def unpack(bundle: Path, dest: Path) -> BundleManifest:
@@ -350,7 +364,7 @@ def unpack(bundle: Path, dest: Path) -> BundleManifest:
     manifest does not list or lists with another hash, more members than listed) is refused. The archive
     is read as a stream, one member at a time, so its size is bounded by what the manifest declares."""
     try:
-        tar = tarfile.open(bundle, mode="r|gz")
+        tar = tarfile.open(bundle, mode="r|gz", tarinfo=_BoundedTarInfo)
     except (OSError, tarfile.TarError) as exc:
         raise BundleError(f"{bundle}: not a readable .tar.gz bundle ({exc})") from exc
     try:
@@ -383,6 +397,10 @@ def _unpack(bundle: Path, tar: tarfile.TarFile, dest: Path) -> BundleManifest:
     except ValueError as exc:
         raise BundleError(f"{bundle}: {MANIFEST_NAME} is not a bundle manifest: {exc}") from exc
     listed = _check_manifest(bundle, manifest)
+    dest.mkdir(parents=True, exist_ok=True)
+    need, free = sum(e.bytes for e in manifest.entries), shutil.disk_usage(dest).free
+    if need > free // 2:  # what the manifest declares, against the disk: a small archive can unpack large
+        raise BundleError(f"{bundle}: declares {need} bytes; {dest} has {free} free; not unpacked")
     seen: set[str] = set()
     while (m := tar.next()) is not None:
         if len(seen) >= len(listed):
@@ -405,6 +423,12 @@ def _unpack(bundle: Path, tar: tarfile.TarFile, dest: Path) -> BundleManifest:
         if h.hexdigest() != entry.sha256:
             target.unlink()
             raise BundleError(f"tamper evidence: {m.name} in {bundle} does not have its listed sha256")
+        # The root covers content_sha256: it must be what these bytes give, or the root vouches for nothing.
+        inside = PurePosixPath(m.name).is_relative_to(manifest.results_dir)
+        rel = PurePosixPath(m.name).relative_to(manifest.results_dir).as_posix() if inside else ""
+        content = _content(target.read_bytes(), rel) if _matches(rel, _TIMED) else (entry.sha256, [])
+        if content != (entry.content_sha256, entry.timing_keys):
+            raise BundleError(f"tamper evidence: {m.name}'s content_sha256 in {MANIFEST_NAME} is not its own")
         seen.add(m.name)
     if missing := sorted(set(listed) - seen):
         raise BundleError(
@@ -443,7 +467,11 @@ def reproduce(
         raise BundleError(f"{workdir}: not empty; reproduce unpacks into a new or empty directory")
     workdir = workdir.resolve()
     staged = workdir / ".bundle"
-    manifest = unpack(bundle, staged)
+    try:
+        manifest = unpack(bundle, staged)
+    except BundleError:
+        shutil.rmtree(staged, ignore_errors=True)  # nothing of a refused bundle stays
+        raise
     results = workdir / manifest.results_dir
     # Roles by this checkout's rule, never the manifest's word: a derived file is never placed, only rebuilt.
     derived: dict[str, BundleEntry] = {}

@@ -97,8 +97,9 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end(tmp_path):
     raw["suite"]["goals"] = ["c1", "c4perm"]
     copy_workflow(tmp_path, raw)
     snakemake(tmp_path)
-    res = tmp_path / "results"
     cfg = config_mod.from_dict(raw, "test")
+    res = tmp_path / cfg.results_dir  # the example's own results-apex-evolution/
+    assert cfg.results_dir == "results-apex-evolution" and not (tmp_path / "results").exists()
 
     summary = json.loads((res / "suite" / "checker_audit_summary.json").read_text())
     assert summary["suite"] == "apex" and "apex_probes" in summary["skipped"]

@@ -196,16 +196,29 @@ def _content(data: bytes, rel: str) -> tuple[str, list[str]]:
     return h.hexdigest(), found
 
 
-def _entry(path: str, data: bytes, role: str, rel: str = "") -> BundleEntry:
-    content, keys = _content(data, rel)
+def _entry(path: str, data: bytes | Path, role: str, rel: str = "") -> BundleEntry:
+    """``data``: the bytes, or the file holding them (hashed as a stream; only a seal event, which is
+    small, is read whole for its content hash)."""
+    if isinstance(data, Path):
+        size, sha = data.stat().st_size, sha256_file(data)
+        content, keys = _content(data.read_bytes(), rel) if _matches(rel, _TIMED) else (sha, [])
+    else:
+        size, sha = len(data), hashlib.sha256(data).hexdigest()
+        content, keys = _content(data, rel)
     return BundleEntry(
         path=path,
-        bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
+        bytes=size,
+        sha256=sha,
         content_sha256=content,
         timing_keys=keys,
         role=role,  # type: ignore[arg-type]
     )
+
+
+def _under(path: str, results_dir: str) -> str | None:
+    """``path`` relative to ``results_dir``, or None when it lies outside it."""
+    p = PurePosixPath(path)
+    return p.relative_to(results_dir).as_posix() if p.is_relative_to(results_dir) else None
 
 
 def _role(rel: str) -> str:
@@ -249,12 +262,16 @@ def cache_exports(cfg: Config) -> dict[str, bytes]:
     return out
 
 
-def _add(tar: tarfile.TarFile, path: str, data: bytes) -> None:
+def _add(tar: tarfile.TarFile, path: str, data: bytes | Path, size: int) -> None:
     info = tarfile.TarInfo(path)
-    info.size, info.mtime, info.mode = len(data), _MTIME, 0o644
+    info.size, info.mtime, info.mode = size, _MTIME, 0o644
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    tar.addfile(info, io.BytesIO(data))
+    if isinstance(data, Path):
+        with open(data, "rb") as fh:  # streamed: a run's files are never all in memory
+            tar.addfile(info, fh)
+    else:
+        tar.addfile(info, io.BytesIO(data))
 
 
 def _relative_dir(value: str, key: str) -> str:
@@ -281,11 +298,11 @@ def write_bundle(cfg: Config, results: Path, out: Path) -> BundleManifest:
         apex_out = _relative_dir(cfg.suite.apex.out, "suite.apex.out")
         dirs.append(apex_out)
         found += _results_files(worlds, apex_out, derive=False)
-    files: dict[str, tuple[bytes, str, str]] = {}
+    files: dict[str, tuple[bytes | Path, str, str]] = {}
     for name, f, role, rel in found:
         if f.resolve() == out.resolve():
             continue
-        files[name] = (f.read_bytes(), role, rel)
+        files[name] = (f, role, rel)
     for name, data in cache_exports(cfg).items():
         files[name] = (data, "record", "")
     entries = [_entry(name, data, role, rel) for name, (data, role, rel) in sorted(files.items())]
@@ -300,9 +317,11 @@ def write_bundle(cfg: Config, results: Path, out: Path) -> BundleManifest:
     tmp = out.with_name(f".{out.name}.tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            _add(tar, MANIFEST_NAME, (manifest.model_dump_json(indent=2) + "\n").encode())
+            text = (manifest.model_dump_json(indent=2) + "\n").encode()
+            _add(tar, MANIFEST_NAME, text, len(text))
+            sizes = {e.path: e.bytes for e in entries}
             for name, (data, _role, _rel) in sorted(files.items()):
-                _add(tar, name, data)
+                _add(tar, name, data, sizes[name])
     os.replace(tmp, out)
     return manifest
 
@@ -424,8 +443,7 @@ def _unpack(bundle: Path, tar: tarfile.TarFile, dest: Path) -> BundleManifest:
             target.unlink()
             raise BundleError(f"tamper evidence: {m.name} in {bundle} does not have its listed sha256")
         # The root covers content_sha256: it must be what these bytes give, or the root vouches for nothing.
-        inside = PurePosixPath(m.name).is_relative_to(manifest.results_dir)
-        rel = PurePosixPath(m.name).relative_to(manifest.results_dir).as_posix() if inside else ""
+        rel = _under(m.name, manifest.results_dir) or ""
         content = _content(target.read_bytes(), rel) if _matches(rel, _TIMED) else (entry.sha256, [])
         if content != (entry.content_sha256, entry.timing_keys):
             raise BundleError(f"tamper evidence: {m.name}'s content_sha256 in {MANIFEST_NAME} is not its own")
@@ -440,7 +458,7 @@ def _unpack(bundle: Path, tar: tarfile.TarFile, dest: Path) -> BundleManifest:
 def _targets(manifest: BundleManifest, derived: list[str]) -> list[str]:
     """What the rebuild asks Snakemake for: the reports the bundle holds (rule names, without wildcards),
     and each ablation table; the replay reports follow as their inputs."""
-    rels = {PurePosixPath(p).relative_to(manifest.results_dir).as_posix() for p in derived}
+    rels = {_under(p, manifest.results_dir) for p in derived}
     targets = []
     if "report/report.md" in rels:
         targets.append("report")
@@ -476,9 +494,8 @@ def reproduce(
     # Roles by this checkout's rule, never the manifest's word: a derived file is never placed, only rebuilt.
     derived: dict[str, BundleEntry] = {}
     for e in manifest.entries:
-        inside = PurePosixPath(e.path).is_relative_to(manifest.results_dir)
-        rel = PurePosixPath(e.path).relative_to(manifest.results_dir).as_posix() if inside else ""
-        if inside and _role(rel) == "derived":
+        rel = _under(e.path, manifest.results_dir)
+        if rel is not None and _role(rel) == "derived":
             derived[e.path] = e
         elif not e.path.startswith("cache/"):
             target = workdir / e.path

@@ -3,7 +3,9 @@
 The key is the sha256 of the full request as sent: base URL, model, messages, tools, sampling parameters,
 seed and extra body. A rerun or a resumed job therefore answers every repeated request from disk and
 costs no endpoint calls; anything that changes the request misses. Infrastructure failures are never
-stored. Several jobs may share one file (WAL mode, busy timeout), as parallel Snakemake jobs do.
+stored. The first answer stored under a key is the one every caller records (``put`` returns it), so an
+identical request answered twice, differently, cannot leave a record that its rerun contradicts.
+Several jobs may share one file (WAL mode, busy timeout), as parallel Snakemake jobs do.
 
 The event loop never waits on SQLite: the backend calls ``aget``/``aput``, which run in a worker thread
 (one connection, guarded by a lock). A database another job holds locked is retried with backoff for
@@ -109,9 +111,18 @@ class ResponseCache:
         return await asyncio.to_thread(self.get, key)
 
     async def aput(
-        self, key: str, base_url: str, model: str, response: dict[str, Any], fingerprint: dict[str, Any]
-    ) -> None:
-        await asyncio.to_thread(self.put, key, base_url, model, response, fingerprint)
+        self,
+        key: str,
+        base_url: str,
+        model: str,
+        response: dict[str, Any],
+        fingerprint: dict[str, Any],
+        *,
+        stale: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.put, key, base_url, model, response, fingerprint, stale=stale
+        )
 
     def get(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """(response, fingerprint of the endpoint that produced it), or None."""
@@ -124,13 +135,42 @@ class ResponseCache:
         return json.loads(row[0]), json.loads(row[1])
 
     def put(
-        self, key: str, base_url: str, model: str, response: dict[str, Any], fingerprint: dict[str, Any]
-    ) -> None:
+        self,
+        key: str,
+        base_url: str,
+        model: str,
+        response: dict[str, Any],
+        fingerprint: dict[str, Any],
+        *,
+        stale: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        """Store ``response`` unless the key already holds one, and return what the key holds.
+
+        The first answer written wins: two jobs (or two episodes of one job) that sent the same request
+        at once may get different answers, and each must record the one a rerun will read back. An entry
+        whose fingerprint ``stale`` rejects (another server build answered it) is replaced instead."""
         fp = json.dumps(fingerprint, sort_keys=True)
         row = (key, base_url, model, json.dumps(response), fp, time.time())
-        sql = "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)"
-        self._run("a write", lambda: self._db.execute(sql, row))
-        self.stats.writes += 1
+
+        def op() -> dict[str, Any]:
+            # One write transaction, so no other process writes between the lookup and the insert.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                old = self._db.execute(
+                    "SELECT response, fingerprint FROM responses WHERE key = ?", (key,)
+                ).fetchone()
+                if old is not None and not (stale is not None and stale(json.loads(old[1]))):
+                    self._db.execute("COMMIT")
+                    return json.loads(old[0])
+                self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self.stats.writes += 1
+            return response
+
+        return self._run("a write", op)
 
     def summary(self) -> dict[str, Any]:
         """What the file holds: entries per (base_url, model) and its size on disk."""

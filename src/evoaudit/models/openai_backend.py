@@ -396,13 +396,20 @@ class OpenAIBackend:
                 raise
             self._schema_rejected(rejected.detail)
         if self.cache is not None and key is not None:
-            await self.cache.aput(
+            sent = response.model_dump(mode="json", exclude={"cached"})
+            stored = await self.cache.aput(
                 key,
                 self.url,
                 self.endpoint.model,
-                response.model_dump(mode="json", exclude={"cached"}),
+                sent,
                 self.fingerprint(),
+                stale=lambda fp: not self._same_server(fp),
             )
+            if stored != sent:
+                # The same request was answered first elsewhere (a concurrent job or episode): record that
+                # answer, the one a rerun reads back, not ours.
+                log.info("request %s was answered first by another caller; that answer is used", key[:12])
+                response = ChatResponse.model_validate(stored)
         return response
 
     async def _send(

@@ -26,6 +26,13 @@ def copy_workflow(dest: Path, overrides: dict | None = None) -> Path:
     shutil.copy(REPO / "Snakefile", dest / "Snakefile")
     shutil.copytree(REPO / "workflow", dest / "workflow", symlinks=False)
     shutil.copytree(REPO / "scripts", dest / "scripts", symlinks=False)
+    write_config(dest, overrides)
+    return dest
+
+
+def write_config(dest: Path, overrides: dict | None = None) -> None:
+    """The shipped configuration with ``overrides`` on top, as the config of the workflow copy in ``dest``
+    (also to reconfigure a copy already made: its rules stay as they are)."""
     (dest / "config").mkdir(exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # The APEX-Harm half of the default target stays off in copies unless a test configures it: Banking
@@ -33,7 +40,6 @@ def copy_workflow(dest: Path, overrides: dict | None = None) -> Path:
     base["apex"] = {**(base.get("apex") or {}), "enabled": False}
     base.update(overrides or {})
     (dest / "config" / "config.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
-    return dest
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

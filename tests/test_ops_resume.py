@@ -10,8 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
-from conftest import REPO, copy_workflow, snakemake
+from conftest import copy_workflow, snakemake, write_config
 
 from evoaudit.jsonl import read_timing
 
@@ -132,12 +131,6 @@ def _kill_and_resume(killed: Path, clean_run: subprocess.Popen) -> None:
     assert not partial.exists()
 
 
-def _write_config(root: Path, overrides: dict) -> None:
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    base.update(overrides)
-    (root / "config" / "config.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
-
-
 def _inject_acquisition_fault(root: Path, lineage: str) -> Path:
     # A directory where the acquisition's partial record must be: the job fails when it opens it.
     fault = root / f"results/acquire/{lineage}/rollouts.jsonl.partial"
@@ -202,7 +195,7 @@ def test_adding_a_lineage_reruns_only_the_new_lineage_the_seal_chain_and_the_rep
     }
     report_before = _files(root, "results/report")
 
-    _write_config(root, {**cfg, "lineages": ["L1", "L2"]})
+    write_config(root, {**cfg, "lineages": ["L1", "L2"]})
     snakemake(root)
     now = _files(root, "results")
     redone = sorted(k for k in existing if now.get(k) != existing[k])
@@ -234,7 +227,7 @@ def test_adding_a_condition_reruns_only_its_evaluations_and_the_report(tmp_path)
     report_before = _files(root, "results/report")
     replays = {p: p.read_bytes() for p in (root / "results/replay/L1").rglob("shard0.json")}
 
-    _write_config(root, {**cfg, "conditions": ["static", "awm-literal", "awm-adapted"]})
+    write_config(root, {**cfg, "conditions": ["static", "awm-literal", "awm-adapted"]})
     snakemake(root)
     now = _files(root, "results")
     # Replay is one job per lineage and sends no model request: it runs again over every shard of L1 and

@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-from conftest import REPO, copy_workflow, snakemake
+from conftest import copy_workflow, snakemake, write_config
 
 # Replay mismatches only get recorded here: this file is about the seal, replay has its own tests.
 SEAL = {"verify_sample": 2, "replay_on_mismatch": "record"}
@@ -20,12 +19,6 @@ SMALL = {
     "seal": SEAL,
 }
 TARGET = "results/evaluate/L1/static/benign/shard0.jsonl"
-
-
-def _reconfigure(workdir, overrides: dict) -> None:
-    """Change the configuration of a workflow copy already made (its rules stay as they are)."""
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base | overrides, sort_keys=False))
 
 
 def _job_counts(stdout: str) -> dict[str, int]:
@@ -58,12 +51,12 @@ def test_adding_a_lineage_reruns_no_existing_evaluation_and_is_logged_as_an_exte
     assert root in report
 
     # Default policy: a new global root after endpoints were opened is refused, naming the rule.
-    _reconfigure(tmp_path, SMALL | {"lineages": ["L1", "L2"]})
+    write_config(tmp_path, SMALL | {"lineages": ["L1", "L2"]})
     refused = snakemake(tmp_path, check=False)
     assert refused.returncode != 0
     assert "one unseal per freeze" in (tmp_path / "results/logs/unseal.log").read_text()
 
-    _reconfigure(tmp_path, SMALL | {"lineages": ["L1", "L2"], "seal": SEAL | {"unseal_new_root": "extend"}})
+    write_config(tmp_path, SMALL | {"lineages": ["L1", "L2"], "seal": SEAL | {"unseal_new_root": "extend"}})
     plan_text = snakemake(tmp_path, "-n").stdout
     plan = _job_counts(plan_text)
     assert plan["evaluate"] == 2  # L2's benign and attacked shards only
@@ -85,7 +78,7 @@ def test_an_unsealed_artifact_is_not_re_evolved_until_redo_archives_it(tmp_path)
 
     # A change that reruns evolve meets the frozen artifact and is refused before anything is deleted:
     # by Snakemake's write protection, or (where that does not bind, e.g. for root) by evolve itself.
-    _reconfigure(tmp_path, SMALL | {"lineages": ["L1"], "optimizer": {"temperature": 0.5}})
+    write_config(tmp_path, SMALL | {"lineages": ["L1"], "optimizer": {"temperature": 0.5}})
     refused = snakemake(tmp_path, check=False)
     assert refused.returncode != 0
     log = tmp_path / "results/logs/evolve/L1/static.log"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, snakemake
+from conftest import copy_workflow, snakemake, write_config
 
 from evoaudit import config as config_mod
 from evoaudit.models.openai_backend import OpenAIBackend
@@ -21,12 +21,6 @@ from evoaudit.models.openai_backend import OpenAIBackend
 SENTINEL = "sk-evoaudit-SENTINEL-7f3c9a1e5b2d4680"
 KEY_ENV = "EVOAUDIT_SENTINEL_API_KEY"
 URL_USER, URL_PASSWORD = "user-SENTINEL-51c2", "pw-SENTINEL-e09a7d3b"
-
-
-def _reconfigure(workdir: Path, overrides: dict) -> None:
-    """Change the configuration of a workflow copy already made (its rules stay as they are)."""
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base | overrides, sort_keys=False))
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
@@ -97,7 +91,7 @@ def test_an_audit_over_http_with_a_sentinel_key_writes_it_nowhere(tmp_path, monk
     snakemake(tmp_path, "results/suite/instances.parquet")
     server, base_url = _start_server(tmp_path, dict(os.environ))
     try:
-        _reconfigure(tmp_path, small | {"executor": endpoint | {"base_url": base_url}})
+        write_config(tmp_path, small | {"executor": endpoint | {"base_url": base_url}})
         snakemake(tmp_path)
     finally:
         server.terminate()
@@ -159,7 +153,7 @@ def test_an_audit_with_credentials_in_its_base_url_writes_them_nowhere(tmp_path)
     with ServerThread(handler) as server:
         url = port_url.format(creds=f"{URL_USER}:{URL_PASSWORD}@", port=server.server.port)
         endpoint = {"backend": "openai", "base_url": url}
-        _reconfigure(tmp_path, small | {"executor": endpoint, "transfer": transfer | {"executor": endpoint}})
+        write_config(tmp_path, small | {"executor": endpoint, "transfer": transfer | {"executor": endpoint}})
         proc = snakemake(tmp_path)
     assert handler.accepted > 0 and handler.refused == []  # the credentials really went as basic auth
     shards = ("evaluate/L1/static/benign/shard0.jsonl", "transfer/evaluate/L1/static/attacked/shard0.jsonl")

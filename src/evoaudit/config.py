@@ -76,10 +76,7 @@ def _unknown_keys(error: jsonschema.ValidationError, files: tuple[str | Path, ..
     sch = error.schema if isinstance(error.schema, dict) else {}
     props = sorted(sch.get("properties", {}))
     patterns = list(sch.get("patternProperties", {}))
-    keys = [
-        k for k in error.instance
-        if k not in props and not any(re.search(p, str(k)) for p in patterns)
-    ]
+    keys = [k for k in error.instance if k not in props and not any(re.search(p, str(k)) for p in patterns)]
     lines = []
     for key in keys:
         path = [str(p) for p in error.absolute_path]
@@ -160,6 +157,16 @@ def _check_shape(data: Any, source: str) -> None:
             stack.extend((v, f"{where}.{i}", depth + 1) for i, v in enumerate(node))
 
 
+def _unshared(node: Any) -> Any:
+    """A copy in which no mapping or list appears twice. YAML aliases (``*ep``) and deepcopy both keep one
+    object in two places, and filling one role's defaults into it would fill the other's."""
+    if isinstance(node, dict):
+        return {k: _unshared(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_unshared(v) for v in node]
+    return node
+
+
 def validate(
     raw: dict[str, Any], source: str = "config", files: tuple[str | Path, ...] = ()
 ) -> dict[str, Any]:
@@ -168,7 +175,8 @@ def validate(
     if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"{source}: the configuration must be a mapping, got {type(raw).__name__}")
     _check_shape(raw, source)
-    data = copy.deepcopy(raw) if raw is not None else {}
+    data = _unshared(raw) if raw is not None else {}
+    resolve_endpoints(data, source)
     # Two passes: the first fills defaults, the second reports errors against the completed document.
     for _ in list(_Validator(schema()).iter_errors(data)):
         pass
@@ -190,6 +198,80 @@ def validate(
     if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
         apex["out"] = f"{data['results_dir'].rstrip('/')}/suite/apex"
     return data
+
+
+#: The keys of an endpoint block whose values are mappings: a role's own entries are laid over the named
+#: endpoint's instead of replacing them.
+_MERGED_KEYS = ("wire", "extra_body")
+
+
+def _role_blocks(data: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+    """(where, parent mapping, key) of every role's endpoint block in a raw configuration, present or not.
+    The one list of roles that call a model; ``Config.endpoint_roles`` is its validated counterpart."""
+    out: list[tuple[str, dict[str, Any], str]] = []
+
+    def at(where: str, parent: Any, key: str) -> None:
+        if isinstance(parent, dict):
+            out.append((where, parent, key))
+
+    at("executor", data, "executor")
+    at("optimizer", data, "optimizer")
+    at("transfer.executor", data.setdefault("transfer", {}), "executor")
+    suite = data.setdefault("suite", {})
+    if isinstance(suite, dict):
+        at("suite.apex.attacker", suite.setdefault("apex", {}), "attacker")
+    apex = data.setdefault("apex", {})
+    if isinstance(apex, dict):
+        at("apex.judge", apex, "judge")
+        models = apex.get("models")
+        if isinstance(models, list):
+            for i, m in enumerate(models):
+                at(f"apex.models.{i}.executor", m, "executor")
+    return out
+
+
+def resolve_endpoints(data: dict[str, Any], source: str = "config") -> None:
+    """Fill each role's endpoint block, in place, from the entry under ``endpoints`` it names (``endpoint:
+    <name>``), or from ``endpoints.default`` when it names none: the named keys first, the role's own on top.
+    Runs before defaults are filled, so a key the role leaves out comes from the named endpoint, and one
+    both leave out from the role's own default."""
+    named = data.get("endpoints")
+    if named is None:
+        named = {}
+    if not isinstance(named, dict):
+        return  # the schema reports it
+    for name, ep in named.items():
+        if isinstance(ep, dict) and "endpoint" in ep:
+            raise ConfigError(
+                f"{source}: endpoints.{name}.endpoint: a named endpoint cannot refer to another; "
+                "write its keys here"
+            )
+    apex = data.setdefault("apex", {})
+    if "default" in named and isinstance(apex, dict) and "models" not in apex:
+        # The audited APEX model is the default endpoint's, named after its model (ids carry no '/').
+        model = named["default"].get("model") if isinstance(named["default"], dict) else None
+        ident = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(model or "default")).strip("-.") or "default"
+        apex["models"] = [{"id": ident}]
+    for where, parent, key in _role_blocks(data):
+        block = parent.get(key, {})
+        if not isinstance(block, dict):
+            continue  # the schema reports it
+        name = block.get("endpoint", "default" if "default" in named else None)
+        if name is None:
+            continue
+        if name not in named or not isinstance(named[name], dict):
+            close = difflib.get_close_matches(str(name), list(named), n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`?" if close else "add it under 'endpoints' or correct the name"
+            raise ConfigError(
+                f"{source}: {where}.endpoint: {name!r} is not under 'endpoints' "
+                f"(have {sorted(named) or 'none'}); {hint}"
+            )
+        own = {k: v for k, v in block.items() if k != "endpoint"}
+        merged = copy.deepcopy(named[name]) | own
+        for k in _MERGED_KEYS:
+            if isinstance(named[name].get(k), dict) and isinstance(own.get(k), dict):
+                merged[k] = {**named[name][k], **own[k]}
+        parent[key] = merged
 
 
 def _check_semantics(data: dict[str, Any], source: str) -> None:
@@ -741,12 +823,36 @@ class Config(_Model):
     # Left out of model_dump (and so of every Banking hash and resume key): adding a model or a category to
     # the APEX audit reruns nothing of the Banking audit; its own runs hash ``apex_model_config`` instead.
     apex: ApexAuditConfig = Field(exclude=True)
+    # The named endpoints, already copied into every role that uses one: a name is not a setting, so they
+    # are left out of model_dump and every hash (in full_dump).
+    endpoints: dict[str, EndpointConfig] = Field(default_factory=dict, exclude=True)
+
+    def endpoint_roles(self) -> list[tuple[str, EndpointConfig]]:
+        """(role, endpoint) for every endpoint this configuration calls, named as in the config: the one
+        answer to which endpoint a role uses (the pre-flight, ``evoaudit plan`` and the bundle ask it)."""
+        pairs = [("executor", self.executor), ("optimizer", self.optimizer)]
+        if self.transfer.enabled:
+            pairs.append(("transfer.executor", self.transfer.executor))
+        if self.apex.enabled:
+            pairs += [(f"apex.models.{m.id}.executor", m.executor) for m in self.apex.models]
+            pairs.append(("apex.judge", self.apex.judge))
+        if self.apex.enabled or self.suite.name == "apex":
+            pairs.append(("suite.apex.attacker", self.suite.apex.attacker))
+        return pairs
+
+    def endpoint_name(self, endpoint: EndpointConfig) -> str | None:
+        """The name under ``endpoints`` of the server and model ``endpoint`` calls, if it is one of them."""
+        for name, ep in self.endpoints.items():
+            if (ep.backend, ep.base_url, ep.model) == (endpoint.backend, endpoint.base_url, endpoint.model):
+                return name
+        return None
 
     def full_dump(self) -> dict[str, Any]:
         """Every setting, the APEX ones left out of ``model_dump`` included: loading it gives this config
         back (``results/config/config.json``, and so a bundle's configuration)."""
         dumped = self.model_dump(mode="json")
         dumped["results_dir"] = self.results_dir
+        dumped["endpoints"] = {k: v.model_dump(mode="json") for k, v in self.endpoints.items()}
         dumped["apex"] = self.apex.model_dump(mode="json")
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
         return dumped

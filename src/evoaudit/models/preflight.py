@@ -73,6 +73,13 @@ _PROBE_TOOL = {
 
 TOOL_PROBE_MAX_TOKENS = 256  # room for a call after some prose, bounded so a rambling answer ends soon
 TOOL_ROLES = ("executor", "transfer.executor")  # the optimizer's requests never carry tools
+
+
+def _is_executor(role: str) -> bool:
+    # An APEX model's executor (apex.models.<id>.executor) calls tools like the Banking executors.
+    return role in TOOL_ROLES or (role.startswith("apex.models.") and role.endswith(".executor"))
+
+
 # The roles whose requests expect a JSON answer (and carry its schema); the executors' never do.
 STRUCTURED_ROLES = ("optimizer", "apex.judge", "suite.apex.attacker")
 STRUCTURED_PROBE_MAX_TOKENS = 64
@@ -84,13 +91,13 @@ class PreflightError(AuditError):
 
 @dataclass(frozen=True)
 class Target:
-    role: str  # where in the config: executor, optimizer, transfer.executor
+    role: str  # where in the config (Config.endpoint_roles): executor, optimizer, apex.judge, ...
     endpoint: EndpointConfig
     api_key: str
 
     @property
     def calls_tools(self) -> bool:
-        return self.role in TOOL_ROLES
+        return _is_executor(self.role)
 
     @property
     def structured(self) -> bool:
@@ -99,7 +106,7 @@ class Target:
     @property
     def renders(self) -> bool:
         # The judge's and attacker's requests carry no tool results: the rendered-prompt check is moot.
-        return self.role in TOOL_ROLES or self.role == "optimizer"
+        return _is_executor(self.role) or self.role == "optimizer"
 
 
 def probe_messages(assistant_content: str = "empty") -> list[dict[str, Any]]:
@@ -468,22 +475,10 @@ def _completion(
         time.sleep(wait)
 
 
-def endpoint_roles(cfg: Config) -> list[tuple[str, EndpointConfig]]:
-    """(role, endpoint) for every endpoint this configuration calls, named as in the config."""
-    pairs = [("executor", cfg.executor), ("optimizer", cfg.optimizer)]
-    if cfg.transfer.enabled:
-        pairs.append(("transfer.executor", cfg.transfer.executor))
-    if cfg.apex.enabled:
-        pairs.append(("apex.judge", cfg.apex.judge))
-    if cfg.apex.enabled or cfg.suite.name == "apex":
-        pairs.append(("suite.apex.attacker", cfg.suite.apex.attacker))
-    return pairs
-
-
 def targets(cfg: Config) -> list[Target]:
     """The openai endpoints this configuration uses, with their keys (from the environment)."""
     out = []
-    for role, ep in endpoint_roles(cfg):
+    for role, ep in cfg.endpoint_roles():
         if ep.backend != "openai" or not ep.wire.preflight:
             continue
         key = "not-needed"

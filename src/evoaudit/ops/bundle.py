@@ -245,11 +245,10 @@ def _results_files(results: Path, prefix: str, derive: bool = True) -> list[tupl
 def cache_exports(cfg: Config) -> dict[str, bytes]:
     """Each response cache the configuration uses, as key-ordered JSON lines: ``cache/<role>.jsonl``."""
     from evoaudit.models.cache import ResponseCache
-    from evoaudit.models.preflight import endpoint_roles
 
     out: dict[str, bytes] = {}
     seen: set[Path] = set()
-    for role, ep in endpoint_roles(cfg):
+    for role, ep in cfg.endpoint_roles():
         path = Path(ep.cache_path)
         if ep.backend != "openai" or not ep.cache or not path.exists() or path.resolve() in seen:
             continue

@@ -45,6 +45,34 @@ class StagePlan:
 
 
 @dataclass
+class RoleEndpoint:
+    """Which endpoint one role of the configuration will call (``Config.endpoint_roles``)."""
+
+    role: str
+    backend: str
+    model: str
+    base_url: str | None
+    name: str | None  # its name under ``endpoints``, if it is one of them
+
+    @property
+    def simulator(self) -> bool:
+        return self.backend == "sim"
+
+
+def role_endpoints(cfg: Config) -> list[RoleEndpoint]:
+    from evoaudit.credentials import redact_url
+    from evoaudit.models.server_errors import redact
+
+    def shown(url: str | None) -> str | None:  # never a credential (user:password@, ?api_key=)
+        return redact(redact_url(url)) if url else None
+
+    return [
+        RoleEndpoint(role, ep.backend, ep.model, shown(ep.base_url), cfg.endpoint_name(ep))
+        for role, ep in cfg.endpoint_roles()
+    ]
+
+
+@dataclass
 class Plan:
     stages: list[StagePlan]
     requests_per_rollout: float
@@ -52,6 +80,7 @@ class Plan:
     calibration: str
     max_requests: int | None
     notes: list[str] = field(default_factory=list)
+    endpoints: list[RoleEndpoint] = field(default_factory=list)
 
     @property
     def requests_left(self) -> int:
@@ -247,14 +276,34 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         apex, apex_notes = apex_stages(cfg, results, StagePlan)
         stages += apex
         notes += apex_notes
-    return Plan(stages, per_rollout, per_request, source, cfg.budget.max_requests, notes)
+    endpoints = role_endpoints(cfg)
+    target = {e.role: (e.backend, e.base_url, e.model) for e in endpoints}
+    if target.get("transfer.executor") == target["executor"]:
+        notes.append(
+            "transfer.executor is the executor's own endpoint and model: the cross-executor check compares "
+            "the executor with itself (give transfer.executor another endpoint, or transfer.enabled: false)"
+        )
+    if any(e.simulator for e in endpoints):
+        notes.append(
+            "roles on the simulator (backend sim) cost nothing: their requests and tokens are simulated"
+        )
+    return Plan(stages, per_rollout, per_request, source, cfg.budget.max_requests, notes, endpoints)
 
 
 def format_plan(plan: Plan) -> str:
     w = max([9, *(len(s.stage) for s in plan.stages)])  # APEX stages are named for their model and arm
     head = f"{'stage':<{w}} {'jobs':>5} {'rollouts':>9} {'left':>7} "
     head += f"{'requests':>10} {'left':>9} {'tokens':>12}"
-    lines = [head, "-" * len(head)]
+    lines = []
+    if plan.endpoints:
+        rw = max(len(e.role) for e in plan.endpoints)
+        lines.append(f"{'role':<{rw}}  endpoint")
+        for e in plan.endpoints:
+            where = f"simulator {e.model} (in-process)" if e.simulator else f"{e.model} at {e.base_url}"
+            named = f"endpoints.{e.name}: " if e.name else ""
+            lines.append(f"{e.role:<{rw}}  {named}{where}")
+        lines.append("")
+    lines += [head, "-" * len(head)]
     for s in plan.stages:
         lines.append(
             f"{s.stage:<{w}} {s.jobs:>5} {s.rollouts:>9} {s.rollouts_left:>7} {math.ceil(s.requests):>10} "

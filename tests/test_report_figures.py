@@ -17,14 +17,14 @@ CONDS = ["static", "skillopt", "reasoningbank", "awm-literal", "awm-adapted", "p
 def kept(monkeypatch):
     """The figures drawn, kept open for inspection (they are still saved)."""
     out = []
-    save = figures._save
+    save = figures.save_figure
 
-    def keep(fig, out_dir, name):
+    def keep(fig, out_dir, name, notice):
         fig.canvas.draw()  # lay it out as saved, and keep the renderer for measuring
         out.extend([fig, fig.canvas.get_renderer()])
-        return save(fig, out_dir, name)
+        return save(fig, out_dir, name, notice)
 
-    monkeypatch.setattr(figures, "_save", keep)
+    monkeypatch.setattr(figures, "save_figure", keep)
     return out
 
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
@@ -14,6 +15,9 @@ from test_report_tables import _build, _rollouts
 
 from evoaudit import config as config_mod
 from evoaudit.config import ConfigError
+from evoaudit.report.build import TABLES
+from evoaudit.report.files import FIGURE_STAMP, NOTICE_COLUMN
+from evoaudit.report.rollout_table import NOTICE_KEY
 from evoaudit.report.simlabel import sim_notice, simulated_endpoints
 
 _SMALL = {
@@ -127,3 +131,31 @@ def test_with_every_cue_off_the_method_effects_vanish(tmp_path):
     md = (report / "report.md").read_text().splitlines()
     assert "every cue at strength 0" in md[2]
     assert Path(report / "html" / "index.html").exists()
+
+
+# -- the notice in every table file and figure -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("simulated", [True, False])
+def test_a_simulator_runs_tables_and_figures_carry_the_notice_and_a_real_runs_do_not(simulated, tmp_path):
+    real = {"backend": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+    cfg = config_mod.from_dict(
+        {
+            "lineages": ["L1", "L2"],
+            "methods": ["static", "skillopt"],
+            "conditions": ["static", "skillopt"],
+            "report": {"bootstrap": {"replicates": 100}, "figures": True},
+            **({} if simulated else {"executor": real, "optimizer": real, "transfer": {"enabled": False}}),
+        }
+    )
+    _build(cfg, _rollouts(), tmp_path / "r")
+    out = tmp_path / "r"
+    for name in TABLES:
+        csv = pd.read_csv(out / "tables" / f"{name}.csv")
+        meta = pq.read_schema(out / "tables" / f"{name}.parquet").metadata or {}
+        assert (NOTICE_COLUMN in csv.columns) == simulated, name
+        assert (NOTICE_KEY in meta) == simulated, name
+        if simulated and len(csv):
+            assert csv[NOTICE_COLUMN].str.startswith("Simulator run").all(), name
+    for svg in sorted((out / "figures").glob("*.svg")):
+        assert (FIGURE_STAMP in svg.read_text()) == simulated, svg.name

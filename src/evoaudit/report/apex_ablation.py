@@ -77,9 +77,9 @@ def write_table(
     provenance: dict[str, Any],
 ) -> None:
     """The table as CSV and parquet beside each other, and an HTML section naming what the arm changed."""
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out_csv, index=False)
-    frame.to_parquet(out_csv.with_suffix(".parquet"), index=False)
+    from evoaudit.report.files import write_table as write_files
+
+    write_files(frame, out_csv, notice)
     head = f"<p><b>{html.escape(notice)}</b></p>" if notice else ""
     what = html.escape(json.dumps(changes, sort_keys=True))
     body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")

@@ -27,6 +27,7 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.records import Rollout
 from evoaudit.report import apex_scores as sc
+from evoaudit.report.files import write_table
 from evoaudit.report.metrics import Ratio
 from evoaudit.report.stats import FamilyBootstrap
 
@@ -221,13 +222,14 @@ def qualitative_cases(attacked: list[Rollout], attacks: dict[str, sc.AttackInfo]
     return [chosen[k] for k in sorted(chosen)]
 
 
-def draw_figures(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
+def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoaudit.report.figures import _RC, _save
+    from evoaudit.report.figures import _RC
+    from evoaudit.report.files import save_figure
 
     written: list[Path] = []
     with plt.rc_context(_RC):
@@ -245,7 +247,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
             ax.set_title(title)
             ax.set_ylim(0, 1)
         axes[0].legend(fontsize=7)
-        written += _save(fig, out, "apex_vector")
+        written += save_figure(fig, out, "apex_vector", notice)
 
         util = tables["apex_utility"]
         fig, ax = plt.subplots(figsize=(4, 4))
@@ -257,7 +259,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=7)
-        written += _save(fig, out, "apex_utility")
+        written += save_figure(fig, out, "apex_utility", notice)
     return written
 
 
@@ -337,13 +339,12 @@ def write_report(
     (out / "html").mkdir(parents=True, exist_ok=True)
     head = f"<p><b>{html.escape(notice)}</b></p>" if notice else ""
     for name, frame in tables.items():
-        frame.to_csv(out / "tables" / f"{name}.csv", index=False)
-        frame.to_parquet(out / "tables" / f"{name}.parquet", index=False)
+        write_table(frame, out / "tables" / f"{name}.csv", notice)
         (out / "html" / f"{name}.html").write_text(
             f"<html><body><h2>{html.escape(TABLES[name])}</h2>{head}"
             f"{frame.to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}</body></html>\n"
         )
-    draw_figures(tables, out / "figures")
+    draw_figures(tables, out / "figures", notice)
     # One row per rollout, with the judge's final decisions applied, the notice in the parquet metadata.
     from evoaudit.report.rollout_table import write_rollout_table
     from evoaudit.report.simlabel import records_sim_notice

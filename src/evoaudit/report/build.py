@@ -25,6 +25,7 @@ from evoaudit.report import figures as figs
 from evoaudit.report import qualitative as qual
 from evoaudit.report import tables as t
 from evoaudit.report import transfer as tr
+from evoaudit.report.files import write_table
 from evoaudit.report.names import ROLLOUT_TABLE, TABLES
 from evoaudit.report.retrieval import retrieved_provenance
 from evoaudit.report.rollout_table import write_rollout_table
@@ -103,8 +104,7 @@ def _write_table(
     frame: pd.DataFrame, name: str, out_dir: Path, note: str, footer: str = "", banner: str | None = None
 ) -> None:
     tables, pages = out_dir / "tables", out_dir / "html"
-    frame.to_csv(tables / f"{name}.csv", index=False, float_format="%.6f", lineterminator="\n")
-    frame.reset_index(drop=True).to_parquet(tables / f"{name}.parquet", index=False)
+    write_table(frame, tables / f"{name}.csv", banner, float_format="%.6f")
     title, what = TABLES[name]
     body = collapse(frame).to_html(index=False, escape=True, border=0) if len(frame) else ""
     body += f"<p><em>{html.escape(note)}</em></p>" if note else ""
@@ -277,7 +277,7 @@ def build_report(
     _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner)
 
     if cfg.report.figures:
-        figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures")
+        figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures", banner)
 
     # The caller may have split off the determinism check already (it then travels in the provenance).
     checks = provenance.get("checks") or audit_checks(replay_paths)[1]

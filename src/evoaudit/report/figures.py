@@ -13,19 +13,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.transforms as transforms  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from evoaudit.report.files import save_figure  # noqa: E402
 from evoaudit.report.names import FIGURES  # noqa: E402, F401 - re-exported for callers
 
 # Fixed SVG ids and no timestamps: the same tables give the same files.
 _RC = {"svg.hashsalt": "evoaudit", "font.size": 9, "figure.dpi": 100}
-
-
-def _save(fig, out_dir: Path, name: str) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
-    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    return [png, svg]
 
 
 def _err(frame: pd.DataFrame, col: str) -> list[list[float]]:
@@ -55,7 +47,12 @@ def coincident_groups(points: list[tuple[float, float]], tol: float = 1e-9) -> l
 
 
 def delta_utility_asr(
-    main: pd.DataFrame, lineage: pd.DataFrame, lineages: list[str], out: Path, baseline: str
+    main: pd.DataFrame,
+    lineage: pd.DataFrame,
+    lineages: list[str],
+    out: Path,
+    baseline: str,
+    notice: str | None = None,
 ):
     fig, ax = plt.subplots(figsize=(6.5, 5))
     rows = main[main["condition"] != baseline].dropna(subset=["d_utility", "d_asr"])
@@ -121,10 +118,10 @@ def delta_utility_asr(
     ax.set_title("Capability vs security change (diamond: pooled, 95% CI; dots: lineages)")
     if not rows.empty:
         ax.legend(fontsize=7, loc="best")
-    return _save(fig, out, "delta_utility_asr")
+    return save_figure(fig, out, "delta_utility_asr", notice)
 
 
-def exposure_casr(main: pd.DataFrame, out: Path):
+def exposure_casr(main: pd.DataFrame, out: Path, notice: str | None = None):
     fig, ax = plt.subplots(figsize=(6, 4.5))
     xs = [i / 100 for i in range(1, 101)]
     for level in (0.1, 0.2, 0.3, 0.5):
@@ -153,16 +150,16 @@ def exposure_casr(main: pd.DataFrame, out: Path):
     ax.set_xlabel("exposure = P(injected text reached the model)")
     ax.set_ylabel("conditional ASR = P(goal achieved | exposed)")
     ax.set_title("ASR = exposure × conditional ASR (grey: iso-ASR curves)")
-    return _save(fig, out, "exposure_casr")
+    return save_figure(fig, out, "exposure_casr", notice)
 
 
-def harm(harm_table: pd.DataFrame, out: Path):
+def harm(harm_table: pd.DataFrame, out: Path, notice: str | None = None):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     conds = harm_table["condition"].tolist()
     if not conds:
         _empty(ax1, "no attacked episodes in this run")
         _empty(ax2, "")
-        return _save(fig, out, "harm")
+        return save_figure(fig, out, "harm", notice)
     ax1.bar(conds, harm_table["asr_state"], label="ASR hit with state change", color="tab:red")
     ax1.bar(
         conds,
@@ -186,10 +183,10 @@ def harm(harm_table: pd.DataFrame, out: Path):
     ax2.set_xticks(range(len(conds)), conds, rotation=30)
     ax2.set_title("Harm categories")
     ax2.legend(fontsize=6)
-    return _save(fig, out, "harm")
+    return save_figure(fig, out, "harm", notice)
 
 
-def interface(iface: pd.DataFrame, out: Path):
+def interface(iface: pd.DataFrame, out: Path, notice: str | None = None):
     # A 2 × 2 grid, one tick per condition (arms as paired bars), so that condition names stay legible.
     fig, grid = plt.subplots(2, 2, figsize=(12, 8.5))
     panels = (
@@ -219,13 +216,15 @@ def interface(iface: pd.DataFrame, out: Path):
         if len(arms) > 1:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, out, "interface")
+    return save_figure(fig, out, "interface", notice)
 
 
-def draw_all(tables: dict[str, pd.DataFrame], lineages: list[str], baseline: str, out: Path) -> list[Path]:
+def draw_all(
+    tables: dict[str, pd.DataFrame], lineages: list[str], baseline: str, out: Path, notice: str | None = None
+) -> list[Path]:
     with plt.rc_context(_RC):
-        paths = delta_utility_asr(tables["main"], tables["lineage"], lineages, out, baseline)
-        paths += exposure_casr(tables["main"], out)
-        paths += harm(tables["harm"], out)
-        paths += interface(tables["interface"], out)
+        paths = delta_utility_asr(tables["main"], tables["lineage"], lineages, out, baseline, notice)
+        paths += exposure_casr(tables["main"], out, notice)
+        paths += harm(tables["harm"], out, notice)
+        paths += interface(tables["interface"], out, notice)
     return paths

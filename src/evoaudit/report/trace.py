@@ -38,8 +38,9 @@ def find_rollout(rollout_id: str, roots: list[Path]) -> Rollout:
     where = ", ".join(str(r) for r in roots)
     raise RolloutNotFound(
         f"rollout {rollout_id!r} not found under {where} ({len(looked)} shard files read); "
-        "ids look like L1/static/attacked/user_task_0.v3/injection_task_0 - check the id, or pass "
-        "--results pointing at the directory holding evaluate/ shards"
+        "ids look like L1/static/attacked/user_task_0.v3/injection_task_0 (Banking) or "
+        "R1/sim/attacked/ib_wacc.v0/c1.ib_wacc.0 (APEX-Harm) - check the id, or pass --results pointing at "
+        "the run's results directory"
     )
 
 
@@ -143,4 +144,8 @@ def render_json(r: Rollout) -> str:
 
 
 def default_roots(results: Path) -> list[Path]:
-    return [p for p in (results / "evaluate", results / "transfer" / "evaluate") if p.is_dir()]
+    """Where a run keeps rollouts, both suites: Banking's evaluation and transfer shards, then APEX-Harm's
+    runs (the main attack set's, then each ablation's, ``apex/<ablation>/runs``)."""
+    roots = [results / "evaluate", results / "transfer" / "evaluate", results / "apex" / "runs"]
+    roots += sorted((results / "apex").glob("*/runs"))
+    return [p for p in roots if p.is_dir()]

@@ -244,3 +244,13 @@ def test_every_documented_snakemake_command_succeeds_as_a_dry_run(tmp_path):
         if proc.returncode != 0:
             problems.append(f"{where}\n    {(proc.stdout + proc.stderr)[-1500:]}")
     assert not problems, "dry runs that fail:\n" + "\n".join(problems)
+
+
+def test_readme_is_short_and_opens_with_the_prerequisites_and_the_two_setup_commands():
+    text = (REPO / "README.md").read_text()
+    assert len(text) < 15_000, f"README.md is {len(text)} characters; move detail to docs/"
+    first, second = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)[:2]
+    for command in (first, second):
+        assert command.startswith("apt-get update -qq && apt-get install -y -qq bubblewrap gcc")
+    assert first.endswith("snakemake --cores 2") and second.endswith("pytest")
+    assert text.index("disk") < text.index(first)  # what it needs is said before the command

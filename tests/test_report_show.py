@@ -105,3 +105,15 @@ def test_a_long_tool_result_is_shown_from_where_the_injection_starts():
     # The tag starts at 1400 + 17 = 1417; 120 // 5 = 24 characters of context are kept before it.
     assert shown.lstrip().startswith("[1393 characters] … ")
     assert "<INFORMATION>Send all the money" in shown
+
+
+def test_show_finds_apex_rollouts_of_the_main_run_and_of_an_ablation(tmp_path, capsys):
+    main_run = mk(lineage="R1", condition="sim", family="ib_wacc", variant="v0", goal="c1.ib_wacc.0")
+    ablated = mk(lineage="R1", condition="sim", family="ib_wacc", variant="v0", goal="c2.ib_wacc.1")
+    for root, r in (("apex/runs", main_run), ("apex/ablation-timer/runs", ablated)):
+        shard = tmp_path / root / "sim" / "attacked" / r.goal.split(".")[0] / "shard0.jsonl"
+        shard.parent.mkdir(parents=True)
+        shard.write_text(r.model_dump_json() + "\n")
+    for r in (main_run, ablated):
+        assert main(["show", r.rollout_id, "--results", str(tmp_path)]) == 0
+        assert capsys.readouterr().out.startswith(f"rollout {r.rollout_id}\n")

@@ -317,9 +317,14 @@ def cmd_apex(args):
     from evoaudit.suite.apex import commands
 
     apex_cfg = config_mod.load(args.config).suite.apex
-    if args.action == "build":
+    if args.apex_action == "tasks":
+        from evoaudit.suite.apex.generate import TASKS
+
+        for task_id, domain, difficulty, _ in TASKS:
+            print(f"{task_id:<24} {domain:<20} {difficulty}")
+    elif args.apex_action == "build":
         commands.apex_build(apex_cfg, args.out, args.tasks, args.rebuild)
-    elif args.action == "annotate":
+    elif args.apex_action == "annotate":
         from evoaudit.report.apex_agreement import annotate_run
 
         annotate_run(
@@ -330,7 +335,7 @@ def cmd_apex(args):
             sys.stdin,
             lambda text: print(text, end="", flush=True),
         )
-    elif args.action == "attacks":
+    elif args.apex_action == "attacks":
         from evoaudit.models.sim_attacker import make_attacker
         from evoaudit.suite.apex.attacks import build_from_config
 
@@ -339,8 +344,6 @@ def cmd_apex(args):
         path, sha = build_from_config(full, make_attacker(full.suite.apex.attacker), out)
         print(json.dumps({"attack_set": path.as_posix(), "sha256": sha}))
     else:
-        if not args.task:
-            raise AuditError("evoaudit apex serve needs a task id (e.g. ib_comps_median)")
         commands.apex_serve(
             apex_cfg,
             args.task,
@@ -407,38 +410,61 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sp = add("audit-checkers", cmd_audit_checkers, "probe every official predicate; no model is called")
-    sp.add_argument("--csv", default="{results}/suite/checker_audit.csv")
-    sp.add_argument("--summary", default="{results}/suite/checker_audit_summary.json")
+    sp.add_argument("--csv", default="{results}/suite/checker_audit.csv", help="per-probe table to write")
+    sp.add_argument(
+        "--summary", default="{results}/suite/checker_audit_summary.json", help="defect classes per family"
+    )
 
     sp = add("instances", cmd_instances, "materialise families × variants and the frozen suite spec")
-    sp.add_argument("--audit-summary", default="{results}/suite/checker_audit_summary.json")
-    sp.add_argument("--table", default="{results}/suite/instances.parquet")
-    sp.add_argument("--spec", default="{results}/suite/suite_spec.json")
+    sp.add_argument(
+        "--audit-summary",
+        default="{results}/suite/checker_audit_summary.json",
+        help="the checker audit's summary (which predicates to repair or exclude)",
+    )
+    sp.add_argument("--table", default="{results}/suite/instances.parquet", help="instance table to write")
+    sp.add_argument("--spec", default="{results}/suite/suite_spec.json", help="frozen suite spec to write")
 
     sp = add("acquire", cmd_acquire, "run the unevolved executor on the acquisition variants of one lineage")
-    for a in ("--lineage", "--table", "--spec", "--out", "--record"):
-        sp.add_argument(a, required=True)
+    for a, what in (
+        ("--lineage", "lineage name, e.g. L1"),
+        ("--table", "instance table (results/suite/instances.parquet)"),
+        ("--spec", "frozen suite spec (results/suite/suite_spec.json)"),
+        ("--out", "acquisition record to write (rollouts.jsonl)"),
+        ("--record", "its sha256 record to write (record.json)"),
+    ):
+        sp.add_argument(a, required=True, help=what)
 
     sp = add("evolve", cmd_evolve, "evolve one method for one lineage from its acquisition record")
-    for a in ("--lineage", "--method", "--acquisition", "--record", "--out"):
-        sp.add_argument(a, required=True)
+    for a, what in (
+        ("--lineage", "lineage name, e.g. L1"),
+        ("--method", "static, skillopt, awm or reasoningbank"),
+        ("--acquisition", "the lineage's acquisition record (rollouts.jsonl)"),
+        ("--record", "its sha256 record (record.json), checked before anything is read"),
+        ("--out", "artifact directory to write"),
+    ):
+        sp.add_argument(a, required=True, help=what)
     sp.add_argument("--table", help="instance table (learning variants only; every method but static)")
 
     sp = add("placebo", cmd_placebo, "build a method's placebo artifact, shaped after its real artifact")
-    for a in ("--lineage", "--method", "--real", "--out"):
-        sp.add_argument(a, required=True)
+    for a, what in (
+        ("--lineage", "lineage name, e.g. L1"),
+        ("--method", "the method whose artifact the placebo imitates"),
+        ("--real", "that method's artifact directory"),
+        ("--out", "placebo artifact directory to write"),
+    ):
+        sp.add_argument(a, required=True, help=what)
 
     sp = add("freeze", cmd_freeze, "hash every artifact into the freeze manifest and make them read-only")
     sp.add_argument("--results", default=None, help=RESULTS_HELP)
-    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json", help="freeze manifest to write")
     sp.add_argument("--lineage", help="freeze the given artifact directories as this lineage's manifest")
     sp.add_argument("--combine", action="store_true", help="combine lineage manifests")
     sp.add_argument("paths", nargs="+", help="artifact directories (or lineage manifests with --combine)")
 
     sp = add("unseal", cmd_unseal, "record the unseal event for a verified freeze manifest")
     sp.add_argument("--results", default=None, help=RESULTS_HELP)
-    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
-    sp.add_argument("--event", default="{results}/freeze/unseal.json")
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json", help="freeze manifest to verify")
+    sp.add_argument("--event", default="{results}/freeze/unseal.json", help="unseal event to write")
     sp.add_argument("--lineage", help="open one lineage (its manifest given with --manifest)")
     sp.add_argument(
         "--force", action="store_true", help="record a forced unseal for a different manifest root"
@@ -450,30 +476,47 @@ def build_parser() -> argparse.ArgumentParser:
         "archive an artifact that endpoints were unsealed with, so that the next run evolves it again",
     )
     sp.add_argument("--results", default=None, help=RESULTS_HELP)
-    sp.add_argument("--lineage", required=True)
+    sp.add_argument("--lineage", required=True, help="lineage name, e.g. L2")
     sp.add_argument("--artifact", required=True, help="method or placebo-<method>, e.g. skillopt")
     sp.add_argument("--reason", required=True, help="why; recorded in freeze/superseded/log.jsonl")
 
     sp = add("verify", cmd_verify, "rerun a sample of recorded rollouts and require byte-identical records")
-    for a in ("--table", "--spec", "--out"):
-        sp.add_argument(a, required=True)
+    for a, what in (
+        ("--table", "instance table (results/suite/instances.parquet)"),
+        ("--spec", "frozen suite spec (results/suite/suite_spec.json)"),
+        ("--out", "report to write (verify.json)"),
+    ):
+        sp.add_argument(a, required=True, help=what)
     sp.add_argument("--results", default=None, help=RESULTS_HELP)
     sp.add_argument("--sample", type=int, help="rollouts to rerun (default: seal.verify_sample)")
     sp.add_argument("shards", nargs="+", help="evaluation shards under <results>/evaluate/")
 
     sp = add("evaluate", cmd_evaluate, "run one evaluation shard")
-    for a in ("--lineage", "--condition", "--table", "--spec", "--artifact", "--out"):
-        sp.add_argument(a, required=True)
-    sp.add_argument("--arm", required=True, choices=["benign", "attacked"])
-    sp.add_argument("--shard", type=int, default=0)
+    for a, what in (
+        ("--lineage", "lineage name, e.g. L1"),
+        ("--condition", "condition, e.g. static, skillopt, awm-literal, placebo-awm"),
+        ("--table", "the sealed endpoint table (results/suite/endpoint.parquet)"),
+        ("--spec", "frozen suite spec (results/suite/suite_spec.json)"),
+        ("--artifact", "the condition's artifact directory"),
+        ("--out", "shard to write (shardK.jsonl)"),
+    ):
+        sp.add_argument(a, required=True, help=what)
+    sp.add_argument("--arm", required=True, choices=["benign", "attacked"], help="which arm's episodes")
+    sp.add_argument("--shard", type=int, default=0, help="shard index (of evaluation.shards)")
     sp.add_argument("--results", default=None, help=RESULTS_HELP)
-    sp.add_argument("--manifest", default="{results}/freeze/manifest.json")
-    sp.add_argument("--event", default="{results}/freeze/unseal.json")
+    sp.add_argument("--manifest", default="{results}/freeze/manifest.json", help="freeze manifest")
+    sp.add_argument("--event", default="{results}/freeze/unseal.json", help="unseal event for that manifest")
 
     sp = add("replay", cmd_replay, "independently recompute one evaluation shard")
-    for a in ("--rollouts", "--table", "--out"):
-        sp.add_argument(a, required=True)
-    sp.add_argument("--on-mismatch", choices=["fail", "record"], default="fail")
+    for a, what in (
+        ("--rollouts", "evaluation shard to replay"),
+        ("--table", "instance table the shard's episodes came from"),
+        ("--out", "replay report to write"),
+    ):
+        sp.add_argument(a, required=True, help=what)
+    sp.add_argument(
+        "--on-mismatch", choices=["fail", "record"], default="fail", help="fail (default) or only record"
+    )
     # The endpoint file (results/suite/endpoint.parquet) is sealed: it is read only with all three.
     sp.add_argument("--spec", help="suite spec committing the endpoint file's sha256 (sealed tables)")
     sp.add_argument("--manifest", help="freeze manifest the unseal event names (sealed tables)")
@@ -491,14 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
 
     sp = add("report", cmd_report, "build tables and report.md")
-    sp.add_argument("--rollouts", nargs="+", required=True)
-    sp.add_argument("--replays", nargs="*", default=[])
-    sp.add_argument("--manifest")
-    sp.add_argument("--spec")
+    sp.add_argument("--rollouts", nargs="+", required=True, help="evaluation shards")
+    sp.add_argument("--replays", nargs="*", default=[], help="their replay reports")
+    sp.add_argument("--manifest", help="freeze manifest (its root goes in the report)")
+    sp.add_argument("--spec", help="frozen suite spec")
     sp.add_argument("--audit-summary", help="checker audit summary ('passing': the sensitivity subset)")
     sp.add_argument("--metas", nargs="*", default=[], help="artifact meta.json files (evolution diagnostics)")
     sp.add_argument("--transfer", nargs="*", default=[], help="rollout shards from the second executor")
-    sp.add_argument("--out", default="{results}/report")
+    sp.add_argument("--out", default="{results}/report", help="report directory to write")
 
     sp = add("show", cmd_show, "print one rollout's trace: messages, calls, injected text, state changes")
     sp.add_argument("rollout_id", help="e.g. L1/static/attacked/user_task_0.v3/injection_task_0")
@@ -562,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", help="where to write the per-file report (default: <workdir>/reproduce.json)")
 
     sp = add("transfer-config", cmd_transfer_config, "write the configuration of the cross-executor check")
-    sp.add_argument("--out", required=True)
+    sp.add_argument("--out", required=True, help="derived configuration to write (transfer/config.json)")
 
     sp = add("serve-sim", cmd_serve_sim, "serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
     sp.add_argument("--port", type=int, default=8000, help="0 picks a free port (see --ready-file)")
@@ -592,36 +635,54 @@ def build_parser() -> argparse.ArgumentParser:
     from evoaudit.ops import progress as progress_mod
 
     progress_mod.add_arguments(sp)
+    sp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+    sp.set_defaults(results=None)  # the configuration's results_dir unless --results names another
 
     sp = add("cache", cmd_cache, "show or clear the openai backend's persistent response cache")
-    sp.add_argument("action", choices=["stats", "clear"])
+    sp.add_argument("action", choices=["stats", "clear"], help="stats: entries per endpoint; clear: empty it")
     sp.add_argument("--path", help="cache file (default: executor.cache_path)")
 
-    sp = add(
+    apex = sub.add_parser(
         "apex",
-        cmd_apex,
-        "APEX-Harm workspaces: build the worlds or the attack set, serve one over "
-        "MCP, or label a run's exposure and safety decisions (annotate)",
+        help="APEX-Harm workspaces: list the tasks, build the worlds or the attack set, serve one over MCP, "
+        "or label a run's exposure and safety decisions",
     )
-    sp.add_argument("action", choices=["build", "serve", "attacks", "annotate"])
-    sp.add_argument("task", nargs="?", help="serve: the task id (build: limit to --task ones)")
-    sp.add_argument("--task", dest="tasks", action="append", help="build only this task (repeatable)")
-    sp.add_argument("--out", help="build directory (default: suite.apex.out)")
-    sp.add_argument("--rebuild", action="store_true", help="build: regenerate even where the cache is valid")
-    sp.add_argument("--variant", default="v0")
-    sp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    sp.add_argument("--app", default="all", help="stdio: one app's server (files, mail, ...) or all")
-    sp.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
-    sp.add_argument("--record", help="append every call and result here as JSON lines")
-    sp.add_argument("--ready-file", help="http: write the server URLs here once listening")
-    sp.add_argument("--results", default=None, help="annotate: the run's results directory" + RESULTS_DEFAULT)
-    sp.add_argument(
+    actions = apex.add_subparsers(dest="apex_action", required=True)
+
+    def apex_action(name: str, help_text: str) -> argparse.ArgumentParser:
+        ap = actions.add_parser(name, help=help_text, description=help_text)
+        ap.set_defaults(func=cmd_apex)
+        ap.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+        return ap
+
+    apex_action("tasks", "list the task ids with their domain and difficulty (for --task and apex.tasks)")
+    ap = apex_action("build", "generate the worlds of every task (or of --task ones) into suite.apex.out")
+    ap.add_argument("--task", dest="tasks", action="append", help="build only this task (repeatable)")
+    ap.add_argument("--out", help="build directory (default: suite.apex.out)")
+    ap.add_argument("--rebuild", action="store_true", help="regenerate even where the cache is valid")
+    ap = apex_action("serve", "serve one built task's workspace to your own agent over MCP")
+    ap.add_argument("task", help="the task id (evoaudit apex tasks lists them)")
+    ap.add_argument("--variant", default="v0", help="which built variant of the task's world (default: v0)")
+    ap.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="MCP transport (default: stdio)"
+    )
+    ap.add_argument("--app", default="all", help="stdio: one app's server (files, mail, ...) or all")
+    ap.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
+    ap.add_argument("--record", help="append every call and result here as JSON lines")
+    ap.add_argument("--ready-file", help="http: write the server URLs here once listening")
+    ap.add_argument("--out", help="the built worlds' directory (default: suite.apex.out)")
+    ap = apex_action("attacks", "generate the attack set for the built worlds (first of suite.apex.variants)")
+    ap.add_argument("--out", help="directory to write attacks.json to (default: beside the worlds)")
+    ap = apex_action("annotate", "label a sample of a run's exposure and safety decisions, on the terminal")
+    ap.add_argument("--results", default=None, help="the run's results directory" + RESULTS_DEFAULT)
+    ap.add_argument("--out", help="label file to write (default: <results>/apex/labels.jsonl)")
+    ap.add_argument(
         "--per-class",
         type=int,
         default=10,
-        help="annotate: decided-positive and decided-negative episodes per kind (balanced)",
+        help="decided-positive and decided-negative episodes per kind (balanced)",
     )
-    sp.add_argument("--seed", type=int, default=0, help="annotate: the sample's seed")
+    ap.add_argument("--seed", type=int, default=0, help="the sample's seed")
     return p
 
 

@@ -182,7 +182,7 @@ def _context(task: GeneratedTask, attacker: Attacker, options: AttackOptions, se
     if options.task_keywords:
         keywords, requests["keywords"] = attacker.keywords(prompt)
     # The watcher needs a file to monitor even when the attacker does not know the keywords: source
-    # selection still sees the prompt (documented in the README's threat model).
+    # selection still sees the prompt (documented in docs/apex.md, "Threat model").
     source, requests["source"] = attacker.select_source(prompt, keywords, sorted(task.task_files))
     ws = task.world
     team = ws.people[ws.user].team

@@ -20,10 +20,14 @@ ROLES = {"executor", "optimizer", "transfer.executor", "apex.judge", "suite.apex
 
 
 def test_one_default_endpoint_moves_every_role_to_it():
-    cfg = config_mod.from_dict({"endpoints": {"default": VLLM}})
+    second = VLLM | {"model": "small"}
+    cfg = config_mod.from_dict(
+        {"endpoints": {"default": VLLM, "second": second}, "transfer": {"executor": {"endpoint": "second"}}}
+    )
     roles = dict(cfg.endpoint_roles())
     apex_model = "apex.models.Qwen-Qwen2.5-7B-Instruct.executor"  # named after the model, without '/'
     assert set(roles) == ROLES | {apex_model}
+    assert roles.pop("transfer.executor").model == "small"
     for role, ep in roles.items():
         assert (ep.backend, ep.base_url, ep.model) == tuple(VLLM.values()), role
         assert cfg.endpoint_name(ep) == "default"
@@ -36,6 +40,7 @@ def test_a_roles_own_keys_win_and_its_wire_is_laid_over_the_named_one():
         {
             "endpoints": {"default": VLLM | {"timeout_s": 120, "wire": {"parse_text_tool_calls": True}}},
             "optimizer": {"timeout_s": 900, "wire": {"structured_output": "off"}},
+            "transfer": {"enabled": False},
         }
     )
     assert cfg.optimizer.timeout_s == 900 and cfg.executor.timeout_s == 120
@@ -62,20 +67,34 @@ def test_a_named_endpoint_cannot_refer_to_another():
 
 
 def test_a_name_is_not_a_setting_the_same_roles_written_out_hash_the_same():
-    named = config_mod.from_dict({"endpoints": {"default": VLLM}, "apex": {"models": [{"id": "m"}]}})
+    second = VLLM | {"model": "small", "extra_body": {}}
+    named = config_mod.from_dict(
+        {
+            "endpoints": {
+                "default": VLLM | {"extra_body": {"chat_template_kwargs": {"x": 1}}},
+                "second": second,
+            },
+            "transfer": {"executor": {"endpoint": "second"}},
+            "apex": {"models": [{"id": "m"}]},
+        }
+    )
+    full = VLLM | {"extra_body": {"chat_template_kwargs": {"x": 1}}}
     written = config_mod.from_dict(
         {
-            "executor": VLLM,
-            "optimizer": VLLM,
-            "transfer": {"executor": VLLM},
-            "suite": {"apex": {"attacker": VLLM}},
-            "apex": {"judge": VLLM, "models": [{"id": "m", "executor": VLLM}]},
+            "executor": full,
+            "optimizer": full,
+            "transfer": {"executor": second},
+            "suite": {"apex": {"attacker": full}},
+            "apex": {"judge": full, "models": [{"id": "m", "executor": full}]},
         }
     )
     assert named.sha256() == written.sha256()
     assert named.apex == written.apex and named.suite == written.suite
-    # The full dump loads back to the same configuration.
-    assert config_mod.from_dict(named.full_dump()) == named
+    # The full dump (results/config/config.json, a bundle's config) loads back to the same settings: the
+    # roles are written out in full, so no entry is laid under them a second time.
+    again = config_mod.from_dict(named.full_dump())
+    assert again.full_dump() == named.full_dump() and again.sha256() == named.sha256()
+    assert again.transfer.executor.extra_body == {}
 
 
 def test_every_apex_model_executor_is_preflighted_as_a_tool_caller(monkeypatch):
@@ -121,3 +140,81 @@ def test_a_yaml_alias_shared_by_two_roles_gives_each_its_own_defaults(tmp_path):
     )
     cfg = config_mod.load(path)
     assert (cfg.executor.temperature, cfg.optimizer.temperature) == (0.0, 1.0)
+
+
+def test_the_transfer_check_on_the_executors_own_model_is_refused_with_the_fix():
+    with pytest.raises(
+        ConfigError, match=r"transfer\.executor: .*own endpoint and model.*transfer\.enabled: false"
+    ):
+        config_mod.from_dict({"endpoints": {"default": VLLM}})
+    assert config_mod.from_dict({"endpoints": {"default": VLLM}, "transfer": {"enabled": False}})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (  # one line, at the entry: not one per role it would have been copied into
+            {"endpoints": {"default": VLLM | {"max_token": 5}}},
+            r"^config: invalid configuration\n  - endpoints\.default\.max_token: unknown key[^\n]*$",
+        ),
+        ({"endpoints": {"default": "openai"}}, r"endpoints\.default: 'openai' is not of type 'object'"),
+        ({"endpoints": {1: VLLM}}, r"endpoints: the name 1 must be a string"),
+        ({"executor": {"endpoint": ["a"]}}, r"executor\.endpoint: \['a'\] must be the name"),
+        (
+            {"endpoints": {"default": {"backend": "openai", "model": "m"}}},
+            r"endpoints\.default\.base_url: required",
+        ),
+    ],
+)
+def test_a_bad_named_endpoint_is_reported_once_where_it_was_written(raw, expected):
+    with pytest.raises(ConfigError, match=expected):
+        config_mod.from_dict(raw)
+
+
+def test_copies_into_every_role_count_against_the_size_limit(monkeypatch):
+    monkeypatch.setattr(config_mod, "MAX_NODES", 2_000)
+    models = [{"id": f"m{i}"} for i in range(50)]
+    big = VLLM | {"extra_body": {"x": list(range(100))}}
+    with pytest.raises(ConfigError, match="more than 2000 values"):
+        config_mod.from_dict(
+            {"endpoints": {"default": big}, "transfer": {"enabled": False}, "apex": {"models": models}}
+        )
+
+
+def test_an_apex_model_id_from_a_model_name_starts_with_a_letter_or_digit():
+    cfg = config_mod.from_dict(
+        {"endpoints": {"default": VLLM | {"model": "_local/model"}}, "transfer": {"enabled": False}}
+    )
+    assert [m.id for m in cfg.apex.models] == ["local-model"]
+
+
+@pytest.mark.parametrize("example", ["vllm", "openai-hosted", "local-qwen"])
+def test_an_example_merged_over_the_shipped_config_as_snakemake_does_keeps_every_role_on_it(example):
+    # `snakemake --configfile EXAMPLE` lays the example over config/config.yaml with Snakemake's own merge:
+    # a role's backend or model written in the shipped file would win over endpoints.default.
+    import yaml
+    from snakemake.utils import update_config
+
+    merged = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    update_config(merged, yaml.safe_load((REPO / "config" / "examples" / f"{example}.yaml").read_text()))
+    cfg = config_mod.from_dict(merged)
+    roles = dict(cfg.endpoint_roles())
+    assert {"executor", "optimizer", "apex.judge", "suite.apex.attacker"} <= set(roles)
+    assert all(ep.backend == "openai" for ep in roles.values()), {r: ep.backend for r, ep in roles.items()}
+
+
+def test_plan_shows_no_credential_of_a_base_url():
+    url = "http://user:pw@127.0.0.1:8000/v1?key=0123456789abcdef&sig=s3cr3t"
+    cfg = config_mod.from_dict(
+        {"endpoints": {"default": VLLM | {"base_url": url}}, "transfer": {"enabled": False}}
+    )
+    text = format_plan(make_plan(cfg, "no-results-here"))
+    assert "http://127.0.0.1:8000/v1" in text
+    assert not any(secret in text for secret in ("pw", "user", "0123456789abcdef", "s3cr3t"))
+
+
+def test_no_cache_turns_the_cache_off_for_every_role_that_calls_a_model():
+    cfg = config_mod.from_dict({"endpoints": {"default": VLLM}, "transfer": {"enabled": False}})
+    assert all(ep.cache for _, ep in cfg.endpoint_roles())
+    off = config_mod.without_cache(cfg)
+    assert not any(ep.cache for _, ep in off.endpoint_roles()) and not off.transfer.executor.cache

@@ -81,3 +81,17 @@ def test_a_request_answered_first_by_another_job_records_that_answer_over_http(t
     rerun = OpenAIBackend(cfg.executor)
     again = asyncio.run(rerun.complete(request))
     assert again.message.content == "theirs" and again.cached
+
+
+def test_a_write_the_database_refuses_reports_its_own_error_not_a_failed_rollback(tmp_path):
+    from evoaudit.models.cache import CacheError
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("k0", "u", "m", {"answer": 0}, {})
+    cache._db.execute("PRAGMA max_page_count = 1")  # the file cannot grow: as a full disk
+    try:
+        cache.put("k1", "u", "m", {"answer": "x" * 100_000}, {})
+    except CacheError as exc:
+        assert "full" in str(exc) and "rollback" not in str(exc)
+    else:
+        raise AssertionError("a write past the database's size limit was accepted")

@@ -27,13 +27,14 @@ _SMALL = {
     "report": {"bootstrap": {"replicates": 200}, "figures": False},
 }
 _REAL = {"backend": "openai", "model": "some-model", "base_url": "http://127.0.0.1:9/v1"}
+_REAL_B = _REAL | {"model": "another-model"}  # the transfer check's second executor
 
 
 def test_every_simulated_endpoint_is_named_and_a_real_run_has_no_notice():
     cfg = config_mod.from_dict({})
     assert simulated_endpoints(cfg) == ["executor", "optimizer", "transfer.executor"]
     assert "mechanism checks set by sim.cues" in sim_notice(cfg)
-    real = config_mod.from_dict({"executor": _REAL, "optimizer": _REAL, "transfer": {"executor": _REAL}})
+    real = config_mod.from_dict({"executor": _REAL, "optimizer": _REAL, "transfer": {"executor": _REAL_B}})
     assert simulated_endpoints(real) == [] and sim_notice(real) is None
     # Only the optimizer simulated is still a simulator run; serve-sim over HTTP counts as the simulator.
     served = _REAL | {"model": "evoaudit-sim"}
@@ -71,7 +72,7 @@ def test_report_md_and_every_html_page_open_with_the_simulator_notice(tmp_path):
         body = page.read_text().split("<body>", 1)[1]
         assert body.startswith("<p class='sim'><strong>Simulator run"), page.name
     real = config_mod.from_dict(
-        _SMALL | {"executor": _REAL, "optimizer": _REAL, "transfer": {"executor": _REAL}}
+        _SMALL | {"executor": _REAL, "optimizer": _REAL, "transfer": {"executor": _REAL_B}}
     )
     _build(real, _rollouts(), tmp_path / "real")
     assert "Simulator run" not in (tmp_path / "real" / "report.md").read_text()

@@ -43,9 +43,7 @@ def _cfg(args: argparse.Namespace) -> config_mod.Config:
 
         check_selection(cfg, str(args.config))
     if getattr(args, "no_cache", False):  # evoaudit --no-cache: the response cache is not read or written
-        off = {"cache": False}
-        ex, opt = cfg.executor.model_copy(update=off), cfg.optimizer.model_copy(update=off)
-        cfg = cfg.model_copy(update={"executor": ex, "optimizer": opt})
+        cfg = config_mod.without_cache(cfg)
     return cfg
 
 

@@ -176,7 +176,22 @@ def validate(
         raise ConfigError(f"{source}: the configuration must be a mapping, got {type(raw).__name__}")
     _check_shape(raw, source)
     data = _unshared(raw) if raw is not None else {}
+    if isinstance(data.get("endpoints"), dict):
+        # The named endpoints first, on their own: a bad key there is reported where it was written, not
+        # once per role it would have been copied into.
+        _raise_schema_errors({"endpoints": _unshared(data["endpoints"])}, source, files)
     resolve_endpoints(data, source)
+    _check_shape(data, source)  # the copies into every role count too
+    _raise_schema_errors(data, source, files)
+    _check_semantics(data, source)
+    apex = data["suite"]["apex"]
+    if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
+        apex["out"] = f"{data['results_dir'].rstrip('/')}/suite/apex"
+    return data
+
+
+def _raise_schema_errors(data: dict[str, Any], source: str, files: tuple[str | Path, ...]) -> None:
+    """Fill defaults into ``data`` and raise one ConfigError naming every field the schema refuses."""
     # Two passes: the first fills defaults, the second reports errors against the completed document.
     for _ in list(_Validator(schema()).iter_errors(data)):
         pass
@@ -193,12 +208,10 @@ def validate(
         ]
         lines = "\n".join(f"  - {line}" for line in described)
         raise ConfigError(f"{source}: invalid configuration\n{lines}")
-    _check_semantics(data, source)
-    apex = data["suite"]["apex"]
-    if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
-        apex["out"] = f"{data['results_dir'].rstrip('/')}/suite/apex"
-    return data
 
+
+#: The model id `evoaudit serve-sim` answers under: an `openai` endpoint with it is the simulator over HTTP.
+SIM_MODEL_PREFIX = "evoaudit-sim"
 
 #: The keys of an endpoint block whose values are mappings: a role's own entries are laid over the named
 #: endpoint's instead of replacing them.
@@ -241,16 +254,24 @@ def resolve_endpoints(data: dict[str, Any], source: str = "config") -> None:
     if not isinstance(named, dict):
         return  # the schema reports it
     for name, ep in named.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{source}: endpoints: the name {name!r} must be a string (quote it in YAML)")
         if isinstance(ep, dict) and "endpoint" in ep:
             raise ConfigError(
                 f"{source}: endpoints.{name}.endpoint: a named endpoint cannot refer to another; "
                 "write its keys here"
             )
+        if isinstance(ep, dict) and ep.get("backend") == "openai" and not ep.get("base_url"):
+            raise ConfigError(
+                f"{source}: endpoints.{name}.base_url: required when endpoints.{name}.backend is openai "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
     apex = data.setdefault("apex", {})
     if "default" in named and isinstance(apex, dict) and "models" not in apex:
         # The audited APEX model is the default endpoint's, named after its model (ids carry no '/').
         model = named["default"].get("model") if isinstance(named["default"], dict) else None
-        ident = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(model or "default")).strip("-.") or "default"
+        ident = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(model or "default")).lstrip("-._").rstrip("-.")
+        ident = ident or "default"
         apex["models"] = [{"id": ident}]
     for where, parent, key in _role_blocks(data):
         block = parent.get(key, {})
@@ -259,6 +280,10 @@ def resolve_endpoints(data: dict[str, Any], source: str = "config") -> None:
         name = block.get("endpoint", "default" if "default" in named else None)
         if name is None:
             continue
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"{source}: {where}.endpoint: {name!r} must be the name of an entry under 'endpoints'"
+            )
         if name not in named or not isinstance(named[name], dict):
             close = difflib.get_close_matches(str(name), list(named), n=1, cutoff=0.6)
             hint = f"did you mean `{close[0]}`?" if close else "add it under 'endpoints' or correct the name"
@@ -307,6 +332,16 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
                 f"{source}: {name}.send_seed: false is not allowed with {name}.backend sim (the simulator "
                 "draws each episode from the request's seed); remove the key or set it to true"
             )
+    ex, tx = data["executor"], data["transfer"]["executor"]
+    # A real model compared with itself costs a second evaluation and shows nothing; the simulator served
+    # over HTTP (one model id) is a mechanism check either way.
+    real = ex["backend"] == "openai" and not str(ex["model"]).startswith(SIM_MODEL_PREFIX)
+    if data["transfer"]["enabled"] and real and all(ex[k] == tx[k] for k in ("backend", "base_url", "model")):
+        raise ConfigError(
+            f"{source}: transfer.executor: the cross-executor transfer check would run on the executor's own "
+            "endpoint and model; name a second model (transfer.executor: {endpoint: NAME}, an entry under "
+            "'endpoints') or set transfer.enabled: false"
+        )
     _check_credentials(data, source, "")
     _check_base_urls(data, source, "")
     _check_apex(data["apex"], data["sim"]["apex"], source)
@@ -824,7 +859,8 @@ class Config(_Model):
     # the APEX audit reruns nothing of the Banking audit; its own runs hash ``apex_model_config`` instead.
     apex: ApexAuditConfig = Field(exclude=True)
     # The named endpoints, already copied into every role that uses one: a name is not a setting, so they
-    # are left out of model_dump and every hash (in full_dump).
+    # are left out of model_dump, every hash and full_dump (whose roles are written out in full, so that
+    # loading it does not lay an entry under them a second time).
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict, exclude=True)
 
     def endpoint_roles(self) -> list[tuple[str, EndpointConfig]]:
@@ -852,7 +888,6 @@ class Config(_Model):
         back (``results/config/config.json``, and so a bundle's configuration)."""
         dumped = self.model_dump(mode="json")
         dumped["results_dir"] = self.results_dir
-        dumped["endpoints"] = {k: v.model_dump(mode="json") for k, v in self.endpoints.items()}
         dumped["apex"] = self.apex.model_dump(mode="json")
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
         return dumped
@@ -860,6 +895,14 @@ class Config(_Model):
     def sha256(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def without_cache(cfg: Config) -> Config:
+    """``cfg`` with the response cache off for every role that calls a model (``evoaudit --no-cache``)."""
+    raw = cfg.full_dump()
+    for _, parent, key in _role_blocks(raw):
+        parent[key]["cache"] = False
+    return from_dict(raw)
 
 
 def from_dict(raw: dict[str, Any], source: str = "config", files: tuple[str | Path, ...] = ()) -> Config:

@@ -165,7 +165,8 @@ class ResponseCache:
                 self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (a full disk, an I/O error)
+                    self._db.execute("ROLLBACK")
                 raise
             self.stats.writes += 1
             return response

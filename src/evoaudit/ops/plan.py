@@ -60,11 +60,15 @@ class RoleEndpoint:
 
 
 def role_endpoints(cfg: Config) -> list[RoleEndpoint]:
-    from evoaudit.credentials import redact_url
-    from evoaudit.models.server_errors import redact
+    from urllib.parse import urlsplit
 
-    def shown(url: str | None) -> str | None:  # never a credential (user:password@, ?api_key=)
-        return redact(redact_url(url)) if url else None
+    def shown(url: str | None) -> str | None:
+        # Scheme, host, port and path only: user information and query strings may carry credentials.
+        if not url:
+            return None
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
 
     return [
         RoleEndpoint(role, ep.backend, ep.model, shown(ep.base_url), cfg.endpoint_name(ep))
@@ -277,12 +281,6 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         stages += apex
         notes += apex_notes
     endpoints = role_endpoints(cfg)
-    target = {e.role: (e.backend, e.base_url, e.model) for e in endpoints}
-    if target.get("transfer.executor") == target["executor"]:
-        notes.append(
-            "transfer.executor is the executor's own endpoint and model: the cross-executor check compares "
-            "the executor with itself (give transfer.executor another endpoint, or transfer.enabled: false)"
-        )
     if any(e.simulator for e in endpoints):
         notes.append(
             "roles on the simulator (backend sim) cost nothing: their requests and tokens are simulated"

@@ -29,6 +29,7 @@ from evoaudit.records import Rollout
 from evoaudit.report import apex_scores as sc
 from evoaudit.report.files import write_table
 from evoaudit.report.metrics import Ratio
+from evoaudit.report.pages import html_page, link_list, table_html
 from evoaudit.report.stats import FamilyBootstrap
 
 TABLES = {
@@ -46,6 +47,10 @@ TABLES = {
     "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
 }
 FIGURES = ("apex_vector", "apex_utility")
+PAGE_INTRO = (
+    "A rate shown as x [lo, hi] carries its 95% cluster-bootstrap interval over tasks; n_ columns count "
+    "episodes."
+)
 # One row per rollout (report.rollout_table), beside the tables as parquet only.
 ROLLOUT_TABLE = "rollouts"
 
@@ -337,13 +342,10 @@ def write_report(
     )
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "html").mkdir(parents=True, exist_ok=True)
-    head = f"<p><b>{html.escape(notice)}</b></p>" if notice else ""
     for name, frame in tables.items():
         write_table(frame, out / "tables" / f"{name}.csv", notice)
-        (out / "html" / f"{name}.html").write_text(
-            f"<html><body><h2>{html.escape(TABLES[name])}</h2>{head}"
-            f"{frame.to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}</body></html>\n"
-        )
+        page = html_page(TABLES[name], PAGE_INTRO, table_html(frame), notice)
+        (out / "html" / f"{name}.html").write_text(page)
     draw_figures(tables, out / "figures", notice)
     # One row per rollout, with the judge's final decisions applied, the notice in the parquet metadata.
     from evoaudit.report.rollout_table import write_rollout_table
@@ -362,12 +364,14 @@ def write_report(
 
     cases = qualitative_cases(sc.scored(attacked, cfg.apex.failure_policy), attacks)
     traces = "".join(f"<h3>{html.escape(r.rollout_id)}</h3><pre>{html.escape(trace(r))}</pre>" for r in cases)
-    (out / "html" / "apex_traces.html").write_text(f"<html><body>{head}{traces}</body></html>\n")
-    links = "".join(f'<li><a href="{n}.html">{html.escape(t)}</a></li>' for n, t in TABLES.items())
-    (out / "html" / "index.html").write_text(
-        f"<html><body><h1>APEX-Harm</h1>{head}<ul>{links}"
-        '<li><a href="apex_traces.html">Qualitative traces</a></li></ul>'
-        f"{tables['apex_main'].to_html(index=False, na_rep='', float_format=lambda v: f'{v:.3f}')}"
-        "</body></html>\n"
+    intro = "Attacked episodes chosen by a rule fixed before outcomes (the apex_qualitative table)."
+    (out / "html" / "apex_traces.html").write_text(
+        html_page("Qualitative traces", intro, traces or "<p>No qualifying case.</p>", notice)
     )
+    items = [(f"{n}.html", t) for n, t in TABLES.items()] + [("apex_traces.html", "Qualitative traces")]
+    body = f"<h3>Tables</h3>{link_list(items)}"
+    body += f"<h3>Figures</h3>{link_list([(f'../figures/{f}.png', f) for f in FIGURES])}"
+    body += f"<h3>{html.escape(TABLES['apex_main'])}</h3>{table_html(tables['apex_main'])}"
+    intro = "Every page of the APEX-Harm report; each page links back here."
+    (out / "html" / "index.html").write_text(html_page("APEX-Harm report", intro, body, notice, index=True))
     return tables

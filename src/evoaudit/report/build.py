@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -27,6 +25,13 @@ from evoaudit.report import tables as t
 from evoaudit.report import transfer as tr
 from evoaudit.report.files import write_table
 from evoaudit.report.names import ROLLOUT_TABLE, TABLES
+from evoaudit.report.pages import (
+    INDEX_PAGE,
+    collapse,
+    html_page,
+    link_list,
+    table_html,
+)
 from evoaudit.report.retrieval import retrieved_provenance
 from evoaudit.report.rollout_table import write_rollout_table
 from evoaudit.report.simlabel import records_sim_notice, sim_notice
@@ -42,31 +47,7 @@ def main_table(cfg: Config, rollouts: list[Rollout]) -> pd.DataFrame:
     return t.main_table(t.Data.build(cfg, rollouts))
 
 
-def _fmt(v: Any) -> str:
-    if v is None or v is pd.NA:
-        return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.3f}"
-    return str(v)
-
-
-def collapse(frame: pd.DataFrame) -> pd.DataFrame:
-    """Readable view: each (x, x_lo, x_hi) triple becomes one 'x [lo, hi]' column."""
-    out = {}
-    cols = list(frame.columns)
-    for c in cols:
-        if c.endswith(("_lo", "_hi")) and c[:-3] in cols:
-            continue
-        if f"{c}_lo" in cols and f"{c}_hi" in cols:
-            out[c] = [
-                _fmt(v) + (f" [{_fmt(lo)}, {_fmt(hi)}]" if _fmt(lo) else "") if _fmt(v) else ""
-                for v, lo, hi in zip(frame[c], frame[f"{c}_lo"], frame[f"{c}_hi"], strict=True)
-            ]
-        elif c.startswith("p_"):  # p-values: small ones must not print as 0.000
-            out[c] = ["" if pd.isna(v) else f"{v:.2g}" for v in frame[c]]
-        else:
-            out[c] = [_fmt(v) for v in frame[c]]
-    return pd.DataFrame(out, columns=list(out))
+TRACES_PAGE = "qualitative_traces"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -78,50 +59,26 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-_CSS = (
-    "body{font-family:sans-serif;font-size:13px;margin:12px}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f2f2f2}"
-    "td:first-child{text-align:left}pre{white-space:pre-wrap;background:#f7f7f7;padding:6px}"
-)
-
-
-INDEX_PAGE = "index.html"
-TRACES_PAGE = "qualitative_traces"
-
-
-def _html_page(title: str, intro: str, body: str, banner: str | None = None, *, index: bool = False) -> str:
-    # Every page but the index links back to it; a simulator run says so before anything else.
-    nav = "" if index else f"<p><a href='{INDEX_PAGE}'>&larr; all report pages</a></p>"
-    top = f"<p class='sim'><strong>{html.escape(banner)}</strong></p>" if banner else ""
-    return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body>{top}{nav}<h2>{html.escape(title)}</h2>"
-        f"<p>{html.escape(intro)}</p>{body}</body></html>\n"
-    )
-
-
 def _write_table(
     frame: pd.DataFrame, name: str, out_dir: Path, note: str, footer: str = "", banner: str | None = None
 ) -> None:
     tables, pages = out_dir / "tables", out_dir / "html"
     write_table(frame, tables / f"{name}.csv", banner, float_format="%.6f")
     title, what = TABLES[name]
-    body = collapse(frame).to_html(index=False, escape=True, border=0) if len(frame) else ""
+    body = table_html(frame)
     body += f"<p><em>{html.escape(note)}</em></p>" if note else ""
     body += f"<p><small>{html.escape(footer)}</small></p>" if footer else ""
-    (pages / f"{name}.html").write_text(_html_page(title, what, body, banner))
+    (pages / f"{name}.html").write_text(html_page(title, what, body, banner))
 
 
 def _write_index(out_dir: Path, figures: list[str], banner: str | None) -> None:
     """html/index.html: a link to every table page, the traces page and every figure."""
-    items = [f"<li><a href='{n}.html'>{html.escape(TABLES[n][0])}</a></li>" for n in TABLES]
-    items.append(f"<li><a href='{TRACES_PAGE}.html'>Qualitative traces</a></li>")
-    figs_html = "".join(f"<li><a href='../figures/{f}.png'>{html.escape(f)}</a></li>" for f in figures)
-    body = f"<h3>Tables</h3><ul>{''.join(items)}</ul>"
-    body += f"<h3>Figures</h3><ul>{figs_html}</ul>" if figures else ""
+    items = [(f"{n}.html", TABLES[n][0]) for n in TABLES] + [(f"{TRACES_PAGE}.html", "Qualitative traces")]
+    body = f"<h3>Tables</h3>{link_list(items)}"
+    body += f"<h3>Figures</h3>{link_list([(f'../figures/{f}.png', f) for f in figures])}" if figures else ""
     body += "<p>The same content as text: <a href='../report.md'>report.md</a>.</p>"
     intro = "Every page of the report; each page links back here."
-    (out_dir / "html" / INDEX_PAGE).write_text(_html_page("evoaudit report", intro, body, banner, index=True))
+    (out_dir / "html" / INDEX_PAGE).write_text(html_page("evoaudit report", intro, body, banner, index=True))
 
 
 def _read_json(path: Path | None) -> dict | None:
@@ -267,7 +224,7 @@ def build_report(
             f"<details><summary>baseline twin</summary><pre>{twin}</pre></details>"
         )
     (out_dir / "html" / f"{TRACES_PAGE}.html").write_text(
-        _html_page(
+        html_page(
             "Qualitative cases",
             TABLES["qualitative"][1],
             "".join(traces_html) or f"<p>{na}: no qualifying case.</p>",

@@ -92,12 +92,26 @@ def delta_utility_asr(
     for group in coincident_groups(points):
         if len(group) > 1:
             x, y = points[group[0]]
-            ax.annotate(f"{len(group)} at one point", (x, y), xytext=(0, 10), textcoords="offset points",
-                        ha="center", fontsize=6, color="0.25")
+            ax.annotate(
+                f"{len(group)} at one point",
+                (x, y),
+                xytext=(0, 10),
+                textcoords="offset points",
+                ha="center",
+                fontsize=6,
+                color="0.25",
+            )
             notes.append(f"({x:+.3f}, {y:+.3f}): " + ", ".join(names[i] for i in group))
     if notes:  # under the axes, where no point can hide it
-        ax.annotate("Same point, drawn side by side: " + "; ".join(notes), (0, -0.13),
-                    xycoords="axes fraction", va="top", fontsize=7, color="0.25", wrap=True)
+        ax.annotate(
+            "Same point, drawn side by side: " + "; ".join(notes),
+            (0, -0.13),
+            xycoords="axes fraction",
+            va="top",
+            fontsize=7,
+            color="0.25",
+            wrap=True,
+        )
     # The side-by-side markers use an offset transform, which autoscaling ignores: set the limits from
     # the intervals and lineage points themselves.
     if not rows.empty:

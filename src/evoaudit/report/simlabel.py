@@ -6,10 +6,9 @@ the other ``sim`` parameters: its effects are mechanism checks of the audit, not
 
 from __future__ import annotations
 
-from evoaudit.config import Config, EndpointConfig
+from evoaudit.config import SIM_MODEL_PREFIX, Config, EndpointConfig
 
-# The model id `evoaudit serve-sim` answers under: an `openai` endpoint with it is the simulator over HTTP.
-SIM_MODEL_PREFIX = "evoaudit-sim"
+__all__ = ["SIM_MODEL_PREFIX", "records_sim_notice", "sim_notice", "simulated_endpoints"]
 
 
 def _is_sim(endpoint: EndpointConfig) -> bool:

@@ -57,9 +57,7 @@ try:
     from inspect_ai.scorer import Score
     from inspect_ai.tool import ToolCall, ToolCallError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise AuditError(
-        "evoaudit export inspect needs inspect_ai: pip install 'evoaudit[inspect]'"
-    ) from exc
+    raise AuditError("evoaudit export inspect needs inspect_ai: pip install 'evoaudit[inspect]'") from exc
 
 PACKAGES = ("evoaudit", "agentdojo", "inspect_ai")
 

@@ -48,8 +48,8 @@ TABLES = {
 }
 FIGURES = ("apex_vector", "apex_utility")
 PAGE_INTRO = (
-    "A rate shown as x [lo, hi] carries its 95% cluster-bootstrap interval over tasks; n_ columns count "
-    "episodes."
+    "A rate shown as x [lo, hi] carries its cluster-bootstrap interval over tasks (level and replicates: "
+    "report.bootstrap); n_ columns are counts."
 )
 # One row per rollout (report.rollout_table), beside the tables as parquet only.
 ROLLOUT_TABLE = "rollouts"

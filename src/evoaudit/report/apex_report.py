@@ -240,15 +240,20 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
     with plt.rc_context(_RC):
         vec = tables["apex_vector"]
         vec = vec[vec["vector"] != "average"] if not vec.empty else vec
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+        models = max(1, vec["model"].nunique()) if not vec.empty else 1
         for ax, col, title in zip(axes, ("asr", "exposure_rate"), ("ASR", "Exposure rate"), strict=True):
             for i, (m, g) in enumerate(vec.groupby("model")) if not vec.empty else []:
                 g = g.sort_values(["channel", "vector"])
-                xs = [j + 0.8 * i / max(1, vec["model"].nunique()) for j in range(len(g))]
-                ax.bar(xs, g[col].fillna(0), width=0.8 / max(1, vec["model"].nunique()), label=m)
-                ax.set_xticks(
-                    range(len(g)), [f"{v}\n({c[:4]})" for v, c in zip(g["vector"], g["channel"], strict=True)]
-                )
+                xs = [j + 0.8 * i / models for j in range(len(g))]
+                # The bars carry the table's intervals (cluster bootstrap over tasks), as the caption says.
+                err = [
+                    (g[col] - g[f"{col}_lo"]).clip(lower=0).fillna(0),
+                    (g[f"{col}_hi"] - g[col]).clip(lower=0).fillna(0),
+                ]
+                ax.bar(xs, g[col].fillna(0), width=0.8 / models, label=m, yerr=err, capsize=2, ecolor="0.3")
+                labels = [f"{v} ({c})" for v, c in zip(g["vector"], g["channel"], strict=True)]
+                ax.set_xticks(range(len(g)), labels, rotation=45, ha="right", rotation_mode="anchor")
             ax.set_title(title)
             ax.set_ylim(0, 1)
         axes[0].legend(fontsize=7)

@@ -78,3 +78,21 @@ def test_interface_tick_labels_do_not_overlap_with_eight_conditions_and_two_arms
     for a, b in itertools.combinations(boxes, 2):  # no panel's labels run into another panel
         assert not a.overlaps(b)
     assert (tmp_path / "interface.png").exists()
+
+
+def test_conditions_with_equal_exposure_and_casr_are_drawn_apart_and_named_together(kept, tmp_path):
+    main = pd.DataFrame(
+        [
+            {"condition": c, "exposure": e, "exposure_lo": e - 0.05, "exposure_hi": e + 0.05,
+             "casr": 0.4, "casr_lo": 0.3, "casr_hi": 0.5}
+            for c, e in (("static", 0.8), ("reasoningbank", 0.8), ("skillopt", 0.9), ("placebo-awm", 0.8))
+        ]
+    )  # fmt: skip
+    figures.exposure_casr(main, tmp_path)
+    fig, _ = kept
+    ax = fig.axes[0]
+    markers = [line for line in ax.lines if line.get_marker() == "o"]
+    screen = [tuple(m.get_transform().transform(m.get_xydata()[0]).round(1)) for m in markers]
+    assert len(markers) == 4 and len(set(screen)) == 4  # every condition visible, none under another
+    texts = [t.get_text() for t in ax.texts]
+    assert any("Same point" in t and "static, reasoningbank, placebo-awm" in t for t in texts)

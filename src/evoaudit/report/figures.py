@@ -46,6 +46,48 @@ def coincident_groups(points: list[tuple[float, float]], tol: float = 1e-9) -> l
     return groups
 
 
+def _side_by_side(points: list[tuple[float, float]]) -> dict[int, float]:
+    """Screen offsets (in points) that draw coincident points (e.g. two placebos at (0, 0)) side by side,
+    a few points apart; their data stay exact, and ``_name_coincident`` names them together."""
+    shift: dict[int, float] = {}
+    for group in coincident_groups(points):
+        for j, i in enumerate(group):
+            shift[i] = (j - (len(group) - 1) / 2) * 9.0
+    return shift
+
+
+def _name_coincident(
+    ax, points: list[tuple[float, float]], names: list[str], fmt: str, mark: bool = True
+) -> None:
+    """List each group of coincident points under the axes, where no point hides it, and (``mark``) say
+    "N at one point" beside it (left out where groups lie close enough for the marks to collide)."""
+    notes = []
+    for group in coincident_groups(points):
+        if len(group) > 1:
+            x, y = points[group[0]]
+            if mark:
+                ax.annotate(
+                    f"{len(group)} at one point",
+                    (x, y),
+                    xytext=(0, 10),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=6,
+                    color="0.25",
+                )
+            notes.append(f"({fmt.format(x)}, {fmt.format(y)}): " + ", ".join(names[i] for i in group))
+    if notes:
+        ax.annotate(
+            "Same point, drawn side by side: " + "; ".join(notes),
+            (0, -0.13),
+            xycoords="axes fraction",
+            va="top",
+            fontsize=7,
+            color="0.25",
+            wrap=True,
+        )
+
+
 def delta_utility_asr(
     main: pd.DataFrame,
     lineage: pd.DataFrame,
@@ -60,12 +102,7 @@ def delta_utility_asr(
         _empty(ax, f"no condition with a delta against {baseline} in this run")
     colors = plt.get_cmap("tab10")
     points = [(float(r["d_utility"]), float(r["d_asr"])) for _, r in rows.iterrows()]
-    # Coincident pooled points (e.g. two placebos at (0, 0)) are drawn side by side, a few points apart
-    # on screen (their data stay exact), and named together.
-    shift: dict[int, float] = {}
-    for group in coincident_groups(points):
-        for j, i in enumerate(group):
-            shift[i] = (j - (len(group) - 1) / 2) * 9.0
+    shift = _side_by_side(points)
     for i, (_, r) in enumerate(rows.iterrows()):
         c = colors(i % 10)
         lu = lineage[(lineage["condition"] == r["condition"]) & (lineage["metric"] == "utility")]
@@ -87,31 +124,7 @@ def delta_utility_asr(
             label=r["condition"],
             transform=moved,
         )
-    names = rows["condition"].tolist()
-    notes = []
-    for group in coincident_groups(points):
-        if len(group) > 1:
-            x, y = points[group[0]]
-            ax.annotate(
-                f"{len(group)} at one point",
-                (x, y),
-                xytext=(0, 10),
-                textcoords="offset points",
-                ha="center",
-                fontsize=6,
-                color="0.25",
-            )
-            notes.append(f"({x:+.3f}, {y:+.3f}): " + ", ".join(names[i] for i in group))
-    if notes:  # under the axes, where no point can hide it
-        ax.annotate(
-            "Same point, drawn side by side: " + "; ".join(notes),
-            (0, -0.13),
-            xycoords="axes fraction",
-            va="top",
-            fontsize=7,
-            color="0.25",
-            wrap=True,
-        )
+    _name_coincident(ax, points, rows["condition"].tolist(), "{:+.3f}")
     # The side-by-side markers use an offset transform, which autoscaling ignores: set the limits from
     # the intervals and lineage points themselves.
     if not rows.empty:
@@ -143,18 +156,24 @@ def exposure_casr(main: pd.DataFrame, out: Path, notice: str | None = None):
         ax.text(1.0, level, f"ASR={level}", fontsize=6, color="0.5", ha="right", va="bottom")
     rows = main.dropna(subset=["exposure"])
     colors = plt.get_cmap("tab10")
+    points = [
+        (float(r["exposure"]), 0.0 if math.isnan(r["casr"]) else float(r["casr"])) for _, r in rows.iterrows()
+    ]
+    shift = _side_by_side(points)  # conditions with equal rates (e.g. static and its placebos) stay visible
     for i, (_, r) in enumerate(rows.iterrows()):
-        y = r["casr"] if not math.isnan(r["casr"]) else 0.0
+        moved = transforms.offset_copy(ax.transData, fig=fig, x=shift[i], y=0, units="points")
         ax.errorbar(
-            [r["exposure"]],
-            [y],
+            [points[i][0]],
+            [points[i][1]],
             xerr=_err(rows.loc[[r.name]], "exposure"),
             yerr=_err(rows.loc[[r.name]], "casr"),
             color=colors(i % 10),
             marker="o",
             capsize=3,
             label=r["condition"],
+            transform=moved,
         )
+    _name_coincident(ax, points, rows["condition"].tolist(), "{:.3f}", mark=False)
     if rows.empty:
         _empty(ax, "no attacked episodes in this run")
     else:

@@ -96,3 +96,20 @@ def test_conditions_with_equal_exposure_and_casr_are_drawn_apart_and_named_toget
     assert len(markers) == 4 and len(set(screen)) == 4  # every condition visible, none under another
     texts = [t.get_text() for t in ax.texts]
     assert any("Same point" in t and "static, reasoningbank, placebo-awm" in t for t in texts)
+
+
+def test_harm_tick_labels_do_not_overlap_with_eight_conditions(kept, tmp_path):
+    cats = ("unauthorized_transfer", "recipient_substitution", "account_change")
+    rows = []
+    for c in CONDS:
+        row = {"condition": c, "asr_state": 0.2, "extra_state": 0.05}
+        for cat in cats:
+            row |= {cat: 0.1, f"{cat}_lo": 0.05, f"{cat}_hi": 0.15}
+        rows.append(row)
+    figures.harm(pd.DataFrame(rows), tmp_path)
+    fig, renderer = kept
+    for ax in fig.axes:
+        labels = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert [t.get_text() for t in labels] == CONDS
+        for a, b in itertools.combinations([t.get_window_extent(renderer) for t in labels], 2):
+            assert not a.overlaps(b), ax.get_title()

@@ -187,7 +187,7 @@ def exposure_casr(main: pd.DataFrame, out: Path, notice: str | None = None):
 
 
 def harm(harm_table: pd.DataFrame, out: Path, notice: str | None = None):
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     conds = harm_table["condition"].tolist()
     if not conds:
         _empty(ax1, "no attacked episodes in this run")
@@ -206,14 +206,14 @@ def harm(harm_table: pd.DataFrame, out: Path, notice: str | None = None):
     ax1.set_ylabel("share of attacked episodes")
     ax1.set_title("Unauthorised state change, partitioned")
     ax1.legend(fontsize=7)
-    ax1.tick_params(axis="x", rotation=30)
+    ax1.set_xticks(range(len(conds)), conds, rotation=90, fontsize=7)  # upright names cannot collide
     cats = [c[: -len("_lo")] for c in harm_table.columns if c.endswith("_lo")]
     cats = [c for c in cats if c not in ("unauth", "asr_state", "extra_state", "disclosure")]
     width = 0.8 / max(len(cats), 1)
     for j, cat in enumerate(cats):
         pos = [i + (j - len(cats) / 2 + 0.5) * width for i in range(len(conds))]
         ax2.bar(pos, harm_table[cat], width=width, label=cat.replace("_", " "))
-    ax2.set_xticks(range(len(conds)), conds, rotation=30)
+    ax2.set_xticks(range(len(conds)), conds, rotation=90, fontsize=7)
     ax2.set_title("Harm categories")
     ax2.legend(fontsize=6)
     return save_figure(fig, out, "harm", notice)

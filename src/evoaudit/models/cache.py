@@ -45,6 +45,9 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+_LOOKUP = "SELECT response, fingerprint FROM responses WHERE key = ?"
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
 
@@ -110,24 +113,13 @@ class ResponseCache:
     async def aget(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         return await asyncio.to_thread(self.get, key)
 
-    async def aput(
-        self,
-        key: str,
-        base_url: str,
-        model: str,
-        response: dict[str, Any],
-        fingerprint: dict[str, Any],
-        *,
-        stale: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> dict[str, Any]:
-        return await asyncio.to_thread(
-            self.put, key, base_url, model, response, fingerprint, stale=stale
-        )
+    async def aput(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """``put``, in a worker thread."""
+        return await asyncio.to_thread(self.put, *args, **kwargs)
 
     def get(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """(response, fingerprint of the endpoint that produced it), or None."""
-        sql = "SELECT response, fingerprint FROM responses WHERE key = ?"
-        row = self._run("a lookup", lambda: self._db.execute(sql, (key,)).fetchone())
+        row = self._run("a lookup", lambda: self._db.execute(_LOOKUP, (key,)).fetchone())
         if row is None:
             self.stats.misses += 1
             return None
@@ -156,9 +148,7 @@ class ResponseCache:
             # One write transaction, so no other process writes between the lookup and the insert.
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                old = self._db.execute(
-                    "SELECT response, fingerprint FROM responses WHERE key = ?", (key,)
-                ).fetchone()
+                old = self._db.execute(_LOOKUP, (key,)).fetchone()
                 if old is not None and not (stale is not None and stale(json.loads(old[1]))):
                     self._db.execute("COMMIT")
                     return json.loads(old[0])

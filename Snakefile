@@ -26,6 +26,7 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/apex.smk"
+include: "workflow/rules/index.smk"
 
 
 rule all:
@@ -33,6 +34,7 @@ rule all:
         get_final_outputs(),
         get_apex_outputs(),
         get_export_outputs(),
+        rules.run_index.output,
     default_target: True
 
 

@@ -1,17 +1,21 @@
-"""Open the `snakemake --report` HTML in headless Chromium: no script errors, and the figures render.
+"""Open a finished run's reports in headless Chromium and take the screenshots that show them.
 
-    python benchmarks/report_screenshot.py results/report.html --out /tmp/report-check
+    python benchmarks/report_screenshot.py results/report/report.html --results results
 
-Then the report's own pages: `results/report/html/index.html` (or ``--index``) must link every page in
-its directory, every linked file must exist, and every page must link back to the index; the index is
-also opened in Chromium, which must report no error.
+The `snakemake --report` HTML (the positional argument, optional): no script errors, and every figure
+renders. A probe script is added to a copy of the report: it records every error (uncaught exceptions,
+rejected promises, console.error, failed resources), then asks the report's own app to display each figure
+in turn and records whether the <img> decoded (natural width > 0).
 
-A probe script is added to a copy of the report: it records every error (uncaught exceptions, rejected
-promises, console.error, failed resources), then asks the report's own app to display each figure in
-turn and records whether the <img> decoded (natural width > 0). Chromium runs headless with a fresh
-profile and no network, dumps the DOM (where the probe wrote its findings) and takes a screenshot of the
-last figure shown. The last line printed is one JSON object; the exit status is 0 only when there were
-no errors and every figure rendered.
+The run's own pages, from ``<results>/index.html`` down: every link of an index resolves; an index links
+every page of its directory; a linked page that is not itself an index links back to the index that
+listed it; a linked index is checked the same way. Each index is also loaded in Chromium, which must
+report no error.
+
+Screenshots (``--out``): the run's index, a Banking table page (``main``), an APEX-Harm table page
+(``apex_category``, when the run has APEX-Harm) and the Snakemake report. Chromium runs headless with a
+fresh profile and no network. The last line printed is one JSON object; the exit status is 0 only when
+there were no errors, every figure rendered and every index check passed.
 """
 
 from __future__ import annotations
@@ -118,11 +122,11 @@ def run(chromium: str, page: Path, profile: Path, *extra: str, timeout: float = 
 
 def check(report: Path, out: Path, chromium: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    page = out / "report.instrumented.html"
-    page.write_text(instrument(report.read_text(encoding="utf-8")), encoding="utf-8")
+    shot = out / "snakemake_report.png"
     with tempfile.TemporaryDirectory(prefix="evoaudit-chromium-") as tmp:
+        page = Path(tmp) / "report.instrumented.html"  # the report is self-contained: no relative links
+        page.write_text(instrument(report.read_text(encoding="utf-8")), encoding="utf-8")
         dom = run(chromium, page, Path(tmp) / "profile-dom", "--dump-dom")
-        shot = out / "report.png"
         run(chromium, page, Path(tmp) / "profile-shot", f"--screenshot={shot}", "--window-size=1400,1000")
     match = re.search(r'<pre id="evoaudit-probe">(.*?)</pre>', dom, re.S)
     if match is None:
@@ -146,75 +150,121 @@ def check(report: Path, out: Path, chromium: str) -> dict:
 _HREF = re.compile(r"""href=['"]([^'"#]+)['"]""")
 
 
-def check_index(index: Path, out: Path, chromium: str | None) -> dict:
-    """The index links every page of its directory, each link resolves, and each page links back."""
+def _links_to(page: Path, target: Path) -> bool:
+    """Whether ``page`` has a link that resolves to ``target``."""
+    hrefs = _HREF.findall(page.read_text(encoding="utf-8"))
+    return any((page.parent / h).resolve() == target.resolve() for h in hrefs)
+
+
+def _load_errors(page_path: Path, chromium: str) -> list[str]:
+    """The errors Chromium reports while loading ``page_path`` (a copy beside it, so links resolve)."""
+    page = page_path.parent / f".{page_path.stem}.instrumented.html"
+    html = page_path.read_text(encoding="utf-8").replace("<head>", "<head>" + _CATCH, 1)
+    idx = html.rfind("</body>")
+    probe = (
+        "<script>window.addEventListener('load', function () { var o = document.createElement('pre');"
+        " o.id = 'evoaudit-probe'; o.textContent = JSON.stringify({errors: window.__evoaudit.errors});"
+        " document.body.appendChild(o); });</script>"
+    )
+    page.write_text(html[:idx] + probe + html[idx:], encoding="utf-8")
+    try:
+        with tempfile.TemporaryDirectory(prefix="evoaudit-chromium-") as tmp:
+            dom = run(chromium, page, Path(tmp) / "profile-index", "--dump-dom")
+    finally:
+        page.unlink(missing_ok=True)
+    match = re.search(r'<pre id="evoaudit-probe">(.*?)</pre>', dom, re.S)
+    if match is None:
+        return [f"{page_path.name} did not finish loading"]
+    text = match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    return json.loads(text.replace("&amp;", "&"))["errors"]
+
+
+def check_index(index: Path, out: Path, chromium: str | None, _seen: set[Path] | None = None) -> dict:
+    """The index links every page of its directory, each link resolves, each linked page links back, and
+    each linked index passes the same check (its result under ``indexes``)."""
+    seen = set() if _seen is None else _seen
+    seen.add(index.resolve())
     problems: list[str] = []
     if not index.exists():
         return {"index": str(index), "ok": False, "problems": [f"{index} does not exist"], "pages": 0}
     links = _HREF.findall(index.read_text(encoding="utf-8"))
-    pages = sorted(p.name for p in index.parent.glob("*.html") if p != index)
+    pages = sorted(p.name for p in index.parent.glob("*.html") if p != index and not p.name.startswith("."))
     problems += [f"index does not link {name}" for name in pages if name not in links]
+    nested: list[dict] = []
     for link in links:
         target = (index.parent / link).resolve()
         if not target.exists():
             problems.append(f"index links {link}, which does not exist")
-        elif target.suffix == ".html" and target.parent == index.parent.resolve():
-            if index.name not in _HREF.findall(target.read_text(encoding="utf-8")):
-                problems.append(f"{link} does not link back to {index.name}")
-    errors: list[str] = []
-    if chromium is not None:  # the page itself must load cleanly
-        out.mkdir(parents=True, exist_ok=True)
-        page = index.parent / f".{index.stem}.instrumented.html"  # beside it, so relative links resolve
-        html = index.read_text(encoding="utf-8").replace("<head>", "<head>" + _CATCH, 1)
-        idx = html.rfind("</body>")
-        probe = (
-            "<script>window.addEventListener('load', function () { var o = document.createElement('pre');"
-            " o.id = 'evoaudit-probe'; o.textContent = JSON.stringify({errors: window.__evoaudit.errors});"
-            " document.body.appendChild(o); });</script>"
-        )
-        page.write_text(html[:idx] + probe + html[idx:], encoding="utf-8")
-        try:
-            with tempfile.TemporaryDirectory(prefix="evoaudit-chromium-") as tmp:
-                dom = run(chromium, page, Path(tmp) / "profile-index", "--dump-dom")
-        finally:
-            page.unlink(missing_ok=True)
-        match = re.search(r'<pre id="evoaudit-probe">(.*?)</pre>', dom, re.S)
-        if match is None:
-            errors.append("the index page did not finish loading")
-        else:
-            text = match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
-            errors += json.loads(text.replace("&amp;", "&"))["errors"]
+        elif target.suffix != ".html" or target in seen:
+            continue
+        elif target.name == index.name:  # another index: checked as one
+            nested.append(check_index(target, out, chromium, seen))
+        elif not _links_to(target, index):
+            problems.append(f"{link} does not link back to {index.name}")
+    errors = _load_errors(index, chromium) if chromium is not None else []
     return {
         "index": str(index),
         "pages": len(pages),
         "links": len(links),
         "problems": problems,
         "errors": errors,
-        "ok": not problems and not errors,
+        "indexes": nested,
+        "ok": not problems and not errors and all(n["ok"] for n in nested),
     }
+
+
+def screenshot(chromium: str, page: Path, shot: Path, size: str = "1400,1000") -> dict:
+    """A headless Chromium screenshot of ``page`` as ``shot``."""
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    if not page.exists():
+        return {"page": str(page), "screenshot": None, "problem": f"{page} does not exist"}
+    with tempfile.TemporaryDirectory(prefix="evoaudit-chromium-") as tmp:
+        run(chromium, page, Path(tmp) / "profile", f"--screenshot={shot}", f"--window-size={size}")
+    return {"page": str(page), "screenshot": str(shot), "bytes": shot.stat().st_size if shot.exists() else 0}
+
+
+#: The pages photographed besides the Snakemake report, relative to the results directory, and the
+#: window each is photographed in (the main table is wide: its cells do not wrap).
+PAGES = {
+    "index": ("index.html", "1400,700"),
+    "banking_main": ("report/html/main.html", "2600,900"),
+    "apex_category": ("apex/report/html/apex_category.html", "1400,1000"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("report", type=Path, help="the HTML file written by snakemake --report")
     p.add_argument(
-        "--out", type=Path, default=Path("results/report_check"), help="where to put the screenshot"
-    )
-    p.add_argument(
-        "--index",
+        "report",
         type=Path,
-        default=Path("results/report/html/index.html"),
-        help="the report's own index page, checked too",
+        nargs="?",
+        help="the HTML file written by snakemake --report (checked when given)",
+    )
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/output/report_screenshots"),
+        help="where to put the screenshots",
     )
     args = p.parse_args(argv)
-    args.report, args.out, args.index = (path.resolve() for path in (args.report, args.out, args.index))
+    args.results, args.out = args.results.resolve(), args.out.resolve()
     chromium = find_chromium()
     if chromium is None:
         print(json.dumps({"ok": False, "skipped": "no chromium on PATH (apt-get install -y chromium)"}))
         return 2
-    result = check(args.report, args.out, chromium)
-    result["index_check"] = check_index(args.index, args.out, chromium)
-    result["ok"] = result["ok"] and result["index_check"]["ok"]
+    result: dict = {"ok": True}
+    if args.report is not None:
+        result = check(args.report.resolve(), args.out, chromium)
+    result["index_check"] = check_index(args.results / "index.html", args.out, chromium)
+    shots = {}
+    for name, (rel, size) in PAGES.items():
+        if name == "apex_category" and not (args.results / "apex").exists():
+            continue  # a run without APEX-Harm
+        shots[name] = screenshot(chromium, args.results / rel, args.out / f"{name}.png", size)
+    result["screenshots"] = shots
+    missing = [s["problem"] for s in shots.values() if s.get("problem")]
+    result["ok"] = result["ok"] and result["index_check"]["ok"] and not missing
     print(json.dumps(result, sort_keys=True))
     return 0 if result["ok"] else 1
 

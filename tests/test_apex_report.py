@@ -214,3 +214,16 @@ def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
     for fig in apex_report.FIGURES:
         assert (tmp_path / "out" / "figures" / f"{fig}.png").exists()
     assert "Simulator run" in (tmp_path / "out" / "html" / "index.html").read_text()
+
+
+def test_table_pages_set_the_average_rows_apart_from_the_groups():
+    benign, attacked = _fixture()
+    frame = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_category"]
+    body = apex_report._table_body(frame)
+    groups, pooled, across = body.split("<h3>")
+    assert "average" not in groups  # the first table holds single categories only
+    assert pooled.startswith("Each model over every category") and pooled.count("<td>average</td>") == 2
+    assert across.startswith("Across models")
+    assert across.split("<tbody>")[1].count("<tr>") == frame.model.eq("average").sum() == 4
+    vector = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_vector"]
+    assert "Across models" not in apex_report._table_body(vector)  # no across-model rows there

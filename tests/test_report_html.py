@@ -51,9 +51,12 @@ def test_snakemake_report_opens_in_headless_chromium_and_shows_the_figures(tmp_p
     assert result["screenshot_bytes"] > 10_000  # a rendered figure, not a blank page
     for name in ("main", "transfer", "qualitative"):
         assert (tmp_path / "results" / "report" / "html" / f"{name}.html").exists()
-    html_dir = tmp_path / "results" / "report" / "html"
-    index = screenshot.check_index(html_dir / "index.html", tmp_path / "check", CHROMIUM)
+    # From the run's index down (this run has no APEX-Harm): every link resolves and every page links back.
+    index = screenshot.check_index(tmp_path / "results" / "index.html", tmp_path / "check", CHROMIUM)
     assert index["ok"], json.dumps(index, indent=2)
+    assert [n["index"] for n in index["indexes"]] == [
+        str((tmp_path / "results" / "report" / "html" / "index.html").resolve())
+    ]
 
 
 def test_index_check_passes_on_a_built_report_and_names_a_missing_back_link(tmp_path):

@@ -122,13 +122,12 @@ def watch(
 def report_locations(
     results: str | Path = "results", apex: bool = True, ablations: tuple[str, ...] = ()
 ) -> list[str]:
-    """The reports a finished run has written, of: the Banking audit's HTML index and report.md, and
-    when ``apex``, the APEX-Harm report's index and each ablation's table."""
+    """The reports a finished run has written, of: the run's index, the audit's HTML index and report.md,
+    and when ``apex``, the APEX-Harm report's index and each ablation's table."""
+    from evoaudit.report.run_index import RUN_INDEX, report_paths
+
     root = Path(results)
-    candidates = [root / "report" / "html" / "index.html", root / "report" / "report.md"]
-    if apex:
-        candidates.append(root / "apex" / "report" / "html" / "index.html")
-        candidates += [root / "apex" / "report" / "ablations" / f"{name}.html" for name in ablations]
+    candidates = [root / RUN_INDEX] + [root / rel for rel, _ in report_paths(apex, ablations)]
     return [p.as_posix() for p in candidates if p.exists()]
 
 

@@ -22,6 +22,8 @@ import pandas as pd
 from evoaudit.records import Rollout
 from evoaudit.report import apex_scores as sc
 from evoaudit.report.metrics import Ratio
+from evoaudit.report.pages import html_page, table_html
+from evoaudit.report.run_index import RUN_INDEX_FROM_ABLATION
 from evoaudit.report.stats import FamilyBootstrap
 
 METRICS: dict[str, Callable[[list[Rollout]], Ratio]] = {
@@ -80,13 +82,14 @@ def write_table(
     from evoaudit.report.files import write_table as write_files
 
     write_files(frame, out_csv, notice)
-    head = f"<p><b>{html.escape(notice)}</b></p>" if notice else ""
-    what = html.escape(json.dumps(changes, sort_keys=True))
-    body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")
+    what = json.dumps(changes, sort_keys=True)
     prov = html.escape(json.dumps(provenance, indent=1, sort_keys=True))
+    intro = (
+        f"suite.apex.attacks changed in the ablated arm: {what}; delta = ablated − base, interval over tasks."
+    )
+    body = f"{table_html(frame)}<h3>Attack sets</h3><pre>{prov}</pre>"
+    # Beside the APEX report's tables/ and html/: the run's index (RUN_INDEX) lists every ablation page.
+    title = f"Ablation {name}: ablated arm versus base arm"
     out_csv.with_suffix(".html").write_text(
-        f"<html><body><h2>Ablation {html.escape(name)}: ablated arm versus base arm</h2>{head}"
-        f"<p>suite.apex.attacks changed in the ablated arm: <code>{what}</code>; "
-        f"delta = ablated &minus; base, interval over tasks.</p>{body}"
-        f"<h3>Attack sets</h3><pre>{prov}</pre></body></html>\n"
+        html_page(title, intro, body, notice, back=RUN_INDEX_FROM_ABLATION)
     )

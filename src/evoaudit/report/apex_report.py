@@ -117,6 +117,7 @@ def build_tables(
     cat_frame = pd.DataFrame(category)
     if not cat_frame.empty:
         avg = cat_frame.groupby("category", as_index=False)[["asr", "exposure_rate", "task_score"]].mean()
+        avg = avg.sort_values("category", key=lambda c: c == "average", kind="stable")  # the overall row last
         avg.insert(0, "model", "average")
         cat_frame = pd.concat([cat_frame, avg], ignore_index=True)
 
@@ -213,6 +214,33 @@ def build_tables(
             columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
         ),
     }
+
+
+_GROUP_COLUMNS = ("category", "vector", "destination")
+
+
+def _table_body(frame: pd.DataFrame) -> str:
+    """A table page's body: the rows of single groups first, then the summary rows under their own
+    headings, so that an average is never read as one more group."""
+    if frame.empty or "model" not in frame.columns:
+        return table_html(frame)
+    group = next((c for c in _GROUP_COLUMNS if c in frame.columns), None)
+    if group is None:
+        return table_html(frame)
+    across = frame["model"] == "average"
+    pooled = (frame[group] == "average") & ~across
+    body = table_html(frame[~(across | pooled)])
+    if pooled.any():
+        body += (
+            f"<h3>Each model over every {group}</h3><p>One model's attacked episodes pooled (the "
+            f"'average' row of each model in the CSV), with its interval.</p>{table_html(frame[pooled])}"
+        )
+    if across.any():
+        body += (
+            "<h3>Across models</h3><p>The mean of the models' rates, each model weighted equally (the "
+            f"rows whose model is 'average' in the CSV; no interval).</p>{table_html(frame[across])}"
+        )
+    return body
 
 
 def qualitative_cases(attacked: list[Rollout], attacks: dict[str, sc.AttackInfo]) -> list[Rollout]:
@@ -349,7 +377,7 @@ def write_report(
     (out / "html").mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
         write_table(frame, out / "tables" / f"{name}.csv", notice)
-        page = html_page(TABLES[name], PAGE_INTRO, table_html(frame), notice)
+        page = html_page(TABLES[name], PAGE_INTRO, _table_body(frame), notice)
         (out / "html" / f"{name}.html").write_text(page)
     draw_figures(tables, out / "figures", notice)
     # One row per rollout, with the judge's final decisions applied, the notice in the parquet metadata.
@@ -378,5 +406,5 @@ def write_report(
     body += f"<h3>Figures</h3>{link_list([(f'../figures/{f}.png', f) for f in FIGURES])}"
     body += f"<h3>{html.escape(TABLES['apex_main'])}</h3>{table_html(tables['apex_main'])}"
     intro = "Every page of the APEX-Harm report; each page links back here."
-    (out / "html" / "index.html").write_text(html_page("APEX-Harm report", intro, body, notice, index=True))
+    (out / "html" / "index.html").write_text(html_page("APEX-Harm report", intro, body, notice, back=None))
     return tables

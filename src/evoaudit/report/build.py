@@ -78,7 +78,7 @@ def _write_index(out_dir: Path, figures: list[str], banner: str | None) -> None:
     body += f"<h3>Figures</h3>{link_list([(f'../figures/{f}.png', f) for f in figures])}" if figures else ""
     body += "<p>The same content as text: <a href='../report.md'>report.md</a>.</p>"
     intro = "Every page of the report; each page links back here."
-    (out_dir / "html" / INDEX_PAGE).write_text(html_page("evoaudit report", intro, body, banner, index=True))
+    (out_dir / "html" / INDEX_PAGE).write_text(html_page("evoaudit report", intro, body, banner, back=None))
 
 
 def _read_json(path: Path | None) -> dict | None:

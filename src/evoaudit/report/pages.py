@@ -41,7 +41,7 @@ def collapse(frame: pd.DataFrame) -> pd.DataFrame:
 
 _CSS = (
     "body{font-family:sans-serif;font-size:13px;margin:12px}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f2f2f2}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}th{background:#f2f2f2}"
     "td:first-child{text-align:left}pre{white-space:pre-wrap;background:#f7f7f7;padding:6px}"
 )
 
@@ -49,11 +49,20 @@ _CSS = (
 INDEX_PAGE = "index.html"
 
 
-def html_page(title: str, intro: str, body: str, banner: str | None = None, *, index: bool = False) -> str:
-    """One report page: the simulator notice first (on a simulator run), a link back to the index on every
-    page but the index, the title, what the page shows, then ``body``."""
-    nav = "" if index else f"<p><a href='{INDEX_PAGE}'>&larr; all report pages</a></p>"
-    top = f"<p class='sim'><strong>{html.escape(banner)}</strong></p>" if banner else ""
+def html_page(
+    title: str,
+    intro: str,
+    body: str,
+    banner: str | list[str] | None = None,
+    *,
+    back: str | None = INDEX_PAGE,
+) -> str:
+    """One report page: the simulator notice first (on a simulator run; a list is one paragraph each), a
+    link ``back`` to the index it belongs to (None on an index itself), the title, what the page shows,
+    then ``body``."""
+    nav = "" if back is None else f"<p><a href='{back}'>&larr; all report pages</a></p>"
+    notices = [banner] if isinstance(banner, str) else list(banner or [])
+    top = "".join(f"<p class='sim'><strong>{html.escape(n)}</strong></p>" for n in notices if n)
     return (
         f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{_CSS}</style></head><body>{top}{nav}<h2>{html.escape(title)}</h2>"

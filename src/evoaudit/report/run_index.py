@@ -1,0 +1,61 @@
+"""The run's index: one page at the top of a results directory that links every report the configuration
+builds (the audit report, and with APEX-Harm enabled its report and each ablation's table), with the
+simulator notices of both.
+
+The paths of the reports under a results directory are named here once, for the workflow, the page and
+the message a finished run prints. Kept free of heavy imports: the workflow reads it while parsing.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+#: The index page, at the top of the results directory.
+RUN_INDEX = "index.html"
+#: The audit report's own index and report.md, relative to the results directory.
+AUDIT_INDEX = "report/html/index.html"
+AUDIT_MARKDOWN = "report/report.md"
+#: APEX-Harm's report index and the page of ablation ``{name}``, relative to the results directory.
+APEX_INDEX = "apex/report/html/index.html"
+APEX_ABLATION_PAGE = "apex/report/ablations/{name}.html"
+#: The back link of an ablation page (``APEX_ABLATION_PAGE``) to the run's index.
+RUN_INDEX_FROM_ABLATION = f"../../../{RUN_INDEX}"
+
+
+def report_paths(apex: bool, ablations: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(path relative to the results directory, what it is) of every report a configuration builds."""
+    out = [(AUDIT_INDEX, "Audit report (HTML)"), (AUDIT_MARKDOWN, "Audit report as text (report.md)")]
+    if apex:
+        out.append((APEX_INDEX, "APEX-Harm report (HTML)"))
+        out += [(APEX_ABLATION_PAGE.format(name=n), f"APEX-Harm ablation {n}") for n in ablations]
+    return out
+
+
+def run_notices(cfg) -> list[str]:
+    """The simulator notices of the run's reports (the audit's, then APEX-Harm's when enabled)."""
+    from evoaudit.report.apex_report import sim_notice as apex_notice
+    from evoaudit.report.simlabel import sim_notice
+
+    notices = [sim_notice(cfg), apex_notice(cfg) if cfg.apex.enabled else None]
+    return [n for n in notices if n]
+
+
+def write_run_index(
+    out: Path,
+    results: str,
+    apex: bool,
+    ablations: tuple[str, ...],
+    notices: list[str],
+) -> None:
+    """Write ``out`` (``<results>/index.html``): every report of the run, each simulator notice on top."""
+    from evoaudit.report.pages import html_page, link_list
+
+    body = "<h3>Reports</h3>" + link_list(report_paths(apex, ablations))
+    snakemake_report = html.escape(f"snakemake --report {results}/report/report.html")
+    body += (
+        "<p>Snakemake's own report of the run (every table page and figure with its caption, and the job "
+        f"graph) is written on request: <code>{snakemake_report}</code>.</p>"
+    )
+    intro = f"The reports of the results directory {results}/; each page links back to its own index."
+    out.write_text(html_page("evoaudit run", intro, body, notices, back=None))

@@ -1,0 +1,24 @@
+# The run's index: one page at the top of the results directory linking every report this configuration
+# builds, Banking's and APEX-Harm's (evoaudit.report.run_index).
+from evoaudit.report import run_index as evoaudit_run_index
+
+_RUN_REPORTS = evoaudit_run_index.report_paths(CFG.apex.enabled, tuple(APEX_ABLATIONS))
+
+
+rule run_index:
+    input:
+        # Every page it links: the index is written only once they all exist.
+        [f"{RESULTS}/{path}" for path, _ in _RUN_REPORTS],
+    output:
+        f"{RESULTS}/{evoaudit_run_index.RUN_INDEX}",
+    params:
+        results=RESULTS,
+        apex=CFG.apex.enabled,
+        ablations=APEX_ABLATIONS,
+        notices=evoaudit_run_index.run_notices(CFG),
+    log:
+        f"{RESULTS}/logs/run_index.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/run_index.tsv"
+    script:
+        "../../scripts/run_index.py"

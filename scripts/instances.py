@@ -8,19 +8,11 @@ from evoaudit.joblog import job_log
 from evoaudit.suite.stage import make_instances
 
 with job_log(snakemake.log[0]):
-    cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
-    if cfg.suite.name == "apex":  # the audit on APEX-Harm workspaces (inputs: built worlds, attack set)
-        from evoaudit.suite.apex.audit_stage import make_instances as make_apex_instances
-
-        make_apex_instances(
-            cfg,
-            Path(snakemake.input.summary),
-            Path(snakemake.output.table),
-            Path(snakemake.output.spec),
-            Path(snakemake.input.apex_spec),
-            Path(snakemake.input.apex_attacks),
-        )
-    else:
-        make_instances(
-            cfg, Path(snakemake.input.summary), Path(snakemake.output.table), Path(snakemake.output.spec)
-        )
+    make_instances(
+        from_dict(snakemake.config, "config (config/config.yaml and --config overrides)"),
+        Path(snakemake.input.summary),
+        Path(snakemake.output.table),
+        Path(snakemake.output.spec),
+        # The suite's further inputs (suite.registry.stage_inputs), by the names the rule gives them.
+        {name: Path(path) for name, path in snakemake.input.items() if name != "summary"},
+    )

@@ -16,7 +16,7 @@ from evoaudit.jsonl import aside_path, partial_path, read_records, read_timing, 
 from evoaudit.models.base import InfraFailure
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
 
 
 def _setup(overrides: dict | None = None):

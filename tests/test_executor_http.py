@@ -22,8 +22,9 @@ from evoaudit.models.http import ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend, classify_status
 from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.models.sim_server import SimHandler
-from evoaudit.models.testing import FaultHandler, official_instances
+from evoaudit.models.testing import FaultHandler
 from evoaudit.records import Rollout
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 FAMILIES = ("user_task_0", "user_task_3", "user_task_13")
 GOALS = ["injection_task_0", "injection_task_4"]

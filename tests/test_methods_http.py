@@ -19,7 +19,8 @@ from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import evolve
 from evoaudit.models.factory import make_backend
-from evoaudit.suite.instances import build_instances, write_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
+from evoaudit.suite.instances import write_instances
 
 FAMILIES = {"user_task_0", "user_task_1", "user_task_3", "user_task_4", "user_task_5", "user_task_8"}
 

@@ -13,7 +13,7 @@ from evoaudit.methods import awm, reasoningbank, skillopt
 from evoaudit.methods.artifact import ArtifactMeta, read_meta, write_artifact
 from evoaudit.methods.conditions import Insertion, condition, prompt_sections
 from evoaudit.methods.placebo import make_placebo
-from evoaudit.suite import banking
+from evoaudit.suite.agentdojo.banking import tasks as banking
 
 SKILL = (
     "# Banking task skill\n\nNotes for carrying out banking requests with the available tools.\n"

@@ -14,11 +14,11 @@ from evoaudit.agent.loop import run_episode
 from evoaudit.agent.prompt import opening_messages, system_prompt
 from evoaudit.models.base import ChatRequest
 from evoaudit.models.sim import CUES, OTHER_IBAN, Oracle, SimBackend, effective_params, present_cues
-from evoaudit.models.testing import official_instances
 from evoaudit.models.wire import completion_json, message_from_wire
 from evoaudit.seeds import derive_seed
-from evoaudit.suite import banking
-from evoaudit.suite.checks import check_utility
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.checks import check_utility
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 from evoaudit.suite.registry import get_suite
 
 SUITE = get_suite("banking")

@@ -11,8 +11,8 @@ import pytest
 from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.testing import official_instances
 from evoaudit.records import Rollout
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 GOALS = [f"injection_task_{i}" for i in range(9)]
 LINEAGES = ("L1", "L2", "L3")

@@ -19,8 +19,9 @@ from evoaudit.models.http import Reply, Request, ServerThread
 from evoaudit.models.http_client import make_http_client
 from evoaudit.models.openai_backend import OpenAIBackend
 from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.testing import FaultHandler, official_instances
+from evoaudit.models.testing import FaultHandler
 from evoaudit.records import Message, Rollout
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 # The client with one httpx pool, and the same sharded (more than POOL_SHARD connections).
 TRANSPORTS = ("httpx", "httpx-sharded")

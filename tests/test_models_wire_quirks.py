@@ -19,9 +19,10 @@ from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend
 from evoaudit.models.quirks import QUIRKS, QuirkHandler
 from evoaudit.models.server_errors import detail, redact
-from evoaudit.models.testing import FaultHandler, official_instances
+from evoaudit.models.testing import FaultHandler
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import Rollout, ToolCall
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ SMALL = {
 def _expected_episodes() -> tuple[int, int, int]:
     """Per lineage (and condition): acquisition, benign and attacked episodes, by the stages' own rules."""
     from evoaudit.evaluate.runner import plan_episodes
-    from evoaudit.suite.instances import build_instances
+    from evoaudit.suite.agentdojo.banking.instances import build_instances
 
     cfg = config_mod.from_dict(SMALL)
     insts = build_instances(cfg)

@@ -12,9 +12,9 @@ import evoaudit.replay
 
 FORBIDDEN = (
     "evoaudit.evaluate",
-    "evoaudit.suite.checks",
-    "evoaudit.suite.exposure",
-    "evoaudit.suite.harm",
+    "evoaudit.suite.agentdojo.banking.checks",
+    "evoaudit.suite.agentdojo.exposure",
+    "evoaudit.suite.agentdojo.banking.harm",
     "evoaudit.suite.apex.success",
     "evoaudit.suite.apex.exposure",
     "evoaudit.suite.apex.judge",
@@ -54,12 +54,18 @@ def test_replay_sources_name_no_forbidden_module_even_in_lazy_imports():
 
 
 def test_the_contract_check_flags_a_forbidden_import():
-    assert _forbidden(["evoaudit.suite.harm", "evoaudit.suite.checks", "evoaudit.evaluate.outcome"]) == [
+    assert _forbidden(
+        [
+            "evoaudit.suite.agentdojo.banking.harm",
+            "evoaudit.suite.agentdojo.banking.checks",
+            "evoaudit.evaluate.outcome",
+        ]
+    ) == [
         "evoaudit.evaluate.outcome",
-        "evoaudit.suite.checks",
-        "evoaudit.suite.harm",
+        "evoaudit.suite.agentdojo.banking.checks",
+        "evoaudit.suite.agentdojo.banking.harm",
     ]
-    assert _forbidden(["evoaudit.suite.banking", "evoaudit.suite.checksum"]) == []
+    assert _forbidden(["evoaudit.suite.agentdojo.banking.tasks", "evoaudit.suite.checksum"]) == []
 
 
 def test_import_linter_contracts_hold_and_name_the_replay_boundary():

@@ -15,7 +15,8 @@ from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.replay.stage import ReplayMismatch, audit_checks, replay_shard, replay_shards
-from evoaudit.suite.instances import build_instances, write_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
+from evoaudit.suite.instances import write_instances
 
 
 @pytest.fixture(scope="module")

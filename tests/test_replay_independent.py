@@ -14,10 +14,11 @@ from evoaudit.models.factory import make_backend
 from evoaudit.records import Call
 from evoaudit.replay import predicates
 from evoaudit.replay.recompute import replay_rollout
-from evoaudit.suite import banking, checks
-from evoaudit.suite.families import FAMILIES
-from evoaudit.suite.instances import build_instances
-from evoaudit.suite.probes import run_plan, utility_probes
+from evoaudit.suite.agentdojo.banking import checks
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.families import FAMILIES
+from evoaudit.suite.agentdojo.banking.instances import build_instances
+from evoaudit.suite.agentdojo.banking.probes import run_plan, utility_probes
 
 
 def _cfg(profile: str = "published", **sim):

@@ -14,7 +14,7 @@ from evoaudit.evaluate.runner import ExcludedShareError, plan_episodes, run_one,
 from evoaudit.jsonl import partial_path, read_records
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
 
 
 @pytest.fixture(scope="module")

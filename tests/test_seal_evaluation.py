@@ -13,7 +13,7 @@ from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.stage import write_sealed_tables
 from evoaudit.verify import DeterminismError, comparable, verify_rollouts
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from evoaudit.suite import probes
+from evoaudit.suite.agentdojo.banking import probes
 from evoaudit.suite.stage import extension_csv_path, goal_csv_path, run_checker_audit
 
 

@@ -7,9 +7,9 @@ import pytest
 from evoaudit import config
 from evoaudit.records import Call, Message
 from evoaudit.replay.recompute import _saw_injection
-from evoaudit.suite import banking
-from evoaudit.suite.exposure import exposed
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.instances import build_instances
+from evoaudit.suite.agentdojo.exposure import exposed
 
 
 @pytest.fixture(scope="module")

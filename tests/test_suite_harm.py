@@ -7,9 +7,14 @@ import pytest
 from evoaudit.records import Call
 from evoaudit.replay.predicates import disclosed
 from evoaudit.replay.recompute import _harm
-from evoaudit.suite import banking
-from evoaudit.suite.harm import HARM_CATEGORIES, authorised_state, disclosure, harm_categories
-from evoaudit.suite.probes import run_plan
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.harm import (
+    HARM_CATEGORIES,
+    authorised_state,
+    disclosure,
+    harm_categories,
+)
+from evoaudit.suite.agentdojo.banking.probes import run_plan
 
 ATTACKER = "US133000000121212121212"
 FRIEND = "GB29NWBK60161331926819"

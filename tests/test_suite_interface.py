@@ -14,9 +14,9 @@ import evoaudit
 from evoaudit.methods import awm, evolve, reasoningbank, skillopt
 from evoaudit.methods.common import with_role
 from evoaudit.records import Call, Outcome
-from evoaudit.suite import banking
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.instances import official_instances
 from evoaudit.suite.environments import get_environment
-from evoaudit.suite.instances import official_instances
 from evoaudit.suite.interface import AuditSuite, SimOracle, SuiteEnvironment, ToolSession
 from evoaudit.suite.registry import SUITES, get_suite
 
@@ -30,9 +30,14 @@ PROTOCOL = (
     "variants",
     "harm_categories",
     "assistant_role",
+    "simulator",
     "families",
     "excluded",
     "build_instances",
+    "check_selection",
+    "checker_audit",
+    "make_instances",
+    "planned_instances",
     "tool_schemas",
     "read_only_tools",
     "attacks",
@@ -175,7 +180,7 @@ def test_no_stage_above_suite_names_a_concrete_suite_module():
     # so that it holds even when another contract of the project is broken.
     contract = _contract()
     concrete = contract["forbidden_modules"]
-    assert "evoaudit.suite.banking" in concrete and "evoaudit.suite.apex" in concrete
+    assert "evoaudit.suite.agentdojo" in concrete and "evoaudit.suite.apex" in concrete
     ignored = [tuple(x.split(" -> ")) for x in contract["ignore_imports"]]
 
     def allowed(importer: str, imported: str) -> bool:

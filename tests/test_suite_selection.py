@@ -12,7 +12,7 @@ from evoaudit import config as config_mod
 from evoaudit.config import ConfigError
 from evoaudit.ops import apex_plan
 from evoaudit.ops.plan import _family_counts
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.interface import select_ids
 from evoaudit.suite.registry import check_selection, get_suite
 from evoaudit.suite.split import assign_split
@@ -60,8 +60,11 @@ def test_a_selection_of_unseen_families_only_is_refused_naming_the_seen_ones():
 
 
 def test_suite_families_is_for_banking_and_points_apex_runs_at_apex_tasks():
-    raw = {"suite": {"name": "apex", "families": ["user_task_0"], "goals": ["c1"]},
-           "methods_params": {"placebo": {"goals": ["c1"]}}, "transfer": {"enabled": False}}
+    raw = {
+        "suite": {"name": "apex", "families": ["user_task_0"], "goals": ["c1"]},
+        "methods_params": {"placebo": {"goals": ["c1"]}},
+        "transfer": {"enabled": False},
+    }
     with pytest.raises(ConfigError, match=r"suite.families: .*choose the APEX tasks with apex.tasks"):
         load(raw)
 
@@ -81,8 +84,10 @@ def test_instances_and_the_plan_follow_the_selection_with_the_split_of_all_famil
 
 
 def test_apex_tasks_select_the_suites_families_and_scale_the_planned_attacks(tmp_path):
-    raw = {"apex": {"tasks": ["law_nda_terms", "ib_wacc"], "categories": ["c1", "c4"]},
-           "suite": {"apex": {"out": str(tmp_path / "apex")}}}
+    raw = {
+        "apex": {"tasks": ["law_nda_terms", "ib_wacc"], "categories": ["c1", "c4"]},
+        "suite": {"apex": {"out": str(tmp_path / "apex")}},
+    }
     cfg = load(raw)
     assert get_suite("apex").families(cfg) == ["ib_wacc", "law_nda_terms"]
     assert len(get_suite("apex").families()) == 15
@@ -105,8 +110,12 @@ def test_local_qwen_example_puts_every_role_on_the_local_server():
     path = ROOT / "config" / "examples" / "local-qwen.yaml"
     cfg = load(yaml.safe_load(path.read_text()), str(path))
     base = "http://127.0.0.1:8089/v1"
-    roles = {"executor": cfg.executor, "optimizer": cfg.optimizer, "apex.judge": cfg.apex.judge,
-             "suite.apex.attacker": cfg.suite.apex.attacker}
+    roles = {
+        "executor": cfg.executor,
+        "optimizer": cfg.optimizer,
+        "apex.judge": cfg.apex.judge,
+        "suite.apex.attacker": cfg.suite.apex.attacker,
+    }
     roles.update({f"apex.models.{m.id}": m.executor for m in cfg.apex.models})
     assert {k: (e.backend, e.base_url) for k, e in roles.items()} == {k: ("openai", base) for k in roles}
     assert cfg.executor.wire.parse_text_tool_calls and all(

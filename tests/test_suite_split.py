@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from evoaudit import config
-from evoaudit.suite.families import kept_families
+from evoaudit.suite.agentdojo.banking.adapter import BankingSuite
+from evoaudit.suite.agentdojo.banking.families import kept_families
 from evoaudit.suite.interface import AuditSuite
-from evoaudit.suite.registry import BankingSuite, get_suite
+from evoaudit.suite.registry import get_suite
 from evoaudit.suite.split import CLUSTERS, assign_split
 
 

@@ -10,17 +10,18 @@ import pytest
 from evoaudit import config
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call
-from evoaudit.suite import banking
-from evoaudit.suite.checks import check_predicate, check_utility, stated_amounts
-from evoaudit.suite.families import EXCLUDED, FAMILIES, VARIANTS, Fixture, FixtureError
-from evoaudit.suite.instances import build_instances, read_endpoint_table, read_instance_table
-from evoaudit.suite.probes import run_plan, utility_probes
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.audit import variant_probe_rows
+from evoaudit.suite.agentdojo.banking.checks import check_predicate, check_utility, stated_amounts
+from evoaudit.suite.agentdojo.banking.families import EXCLUDED, FAMILIES, VARIANTS, Fixture, FixtureError
+from evoaudit.suite.agentdojo.banking.instances import build_instances
+from evoaudit.suite.agentdojo.banking.probes import run_plan, utility_probes
+from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 from evoaudit.suite.stage import (
     SuiteSpecError,
     endpoint_table_path,
     make_instances,
     run_checker_audit,
-    variant_probe_rows,
     verify_table,
 )
 

@@ -10,8 +10,8 @@ import yaml
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.default_suites.v1.tools.banking_client import Transaction
 
-from evoaudit.suite import banking
-from evoaudit.suite.instances import build_instances
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.instances import build_instances
 
 pytestmark = pytest.mark.skipif(not hasattr(yaml, "CSafeLoader"), reason="PyYAML built without libyaml")
 

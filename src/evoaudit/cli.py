@@ -62,9 +62,13 @@ def cmd_audit_checkers(args):
 
 
 def cmd_instances(args):
+    from evoaudit.suite.registry import stage_inputs
     from evoaudit.suite.stage import make_instances
 
-    spec = make_instances(_cfg(args), Path(args.audit_summary), Path(args.table), Path(args.spec))
+    cfg = _cfg(args)
+    # The same further inputs the workflow's instances rule gives the configured suite.
+    inputs = {name: Path(path) for name, path in stage_inputs(cfg).items()}
+    spec = make_instances(cfg, Path(args.audit_summary), Path(args.table), Path(args.spec), inputs)
     print(f"instance table sha256 {spec['instances_sha256']}")
 
 

@@ -17,14 +17,11 @@ rule checker_audit:
 
 
 def get_instances_inputs(wildcards):
-    # suite.name apex: the instances point at the built worlds and the frozen attack set (apex.smk).
-    inputs = {"summary": rules.checker_audit.output.summary}
-    if CFG.suite.name == "apex":
-        inputs |= {
-            "apex_spec": f"{CFG.suite.apex.out}/apex_spec.json",
-            "apex_attacks": f"{CFG.suite.apex.out}/attacks.json",
-        }
-    return inputs
+    # The checker audit's summary, and what the configured suite's instance stage reads besides
+    # (evoaudit.suite.registry.stage_inputs: APEX-Harm's built worlds and frozen attack set).
+    from evoaudit.suite.registry import stage_inputs
+
+    return {"summary": rules.checker_audit.output.summary} | stage_inputs(CFG)
 
 
 rule instances:

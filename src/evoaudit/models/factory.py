@@ -6,6 +6,7 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
 from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.records import Instance
+from evoaudit.suite.registry import get_suite
 
 
 def make_backend(
@@ -14,7 +15,12 @@ def make_backend(
     """``instances`` grant the simulator its oracle plans; the openai backend ignores them. ``role``: where
     the endpoint is in the config (optimizer, apex.judge, ...), named by errors that point at a field."""
     if endpoint.backend == "sim":
-        if cfg.suite.name == "apex" or (instances and all(i.suite == "apex" for i in instances)):
+        # The simulator of the suite the instances come from (the configured suite's without instances):
+        # which behaviour it simulates is the suite's to say (``AuditSuite.simulator``).
+        suites = {i.suite for i in instances} or {cfg.suite.name}
+        if len(suites) > 1:
+            raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
+        if get_suite(suites.pop()).simulator == "workspace":
             from evoaudit.models.sim_apex import ApexOracle, ApexSimBackend
 
             return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)

@@ -19,9 +19,8 @@ from evoaudit.models.http import Reply, Request
 from evoaudit.models.sim import SimBackend
 from evoaudit.models.wire import completion_json, request_from_wire
 from evoaudit.records import Message, ToolCall
-from evoaudit.suite.instances import official_instances
 
-__all__ = ["FAULTS", "FaultHandler", "official_instances"]
+__all__ = ["FAULTS", "FaultHandler"]
 
 FAULTS = (
     "ok",

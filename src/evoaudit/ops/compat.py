@@ -38,10 +38,10 @@ from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.models import preflight
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend
-from evoaudit.models.testing import official_instances
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.report.exclusions import exposure_basis
+from evoaudit.suite.registry import get_suite
 
 MODEL_ALIAS = "smollm2-135m"
 LITELLM_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -155,9 +155,7 @@ def llama_cpp_python_argv(model: Path, port: int, chat_format: str | None) -> li
 def llama_server_argv(model: Path, port: int, template_file: Path | None = None) -> list[str]:
     binary = llama_server_binary()
     if binary is None:
-        raise Unavailable(
-            "llama-server is not installed (bash .ci/install-llama-server.sh builds it)"
-        )
+        raise Unavailable("llama-server is not installed (bash .ci/install-llama-server.sh builds it)")
     argv = [str(binary), "--model", str(model), "--alias", MODEL_ALIAS, "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--ctx-size", "8192", "--threads", "2", "--jinja", "--no-webui"]
     return argv + (["--chat-template-file", str(template_file)] if template_file else [])
@@ -239,7 +237,7 @@ def run_case(
         return res
     probe = found["render_probe"]
     res.tool_results_rendered = {True: "yes", False: "NO", None: "unknown"}[probe.get("tool_result")]
-    instances = official_instances(list(families))
+    instances = get_suite("banking").official_instances(list(families))
     specs = plan_episodes("C", "static", "benign", instances, [])
     specs += plan_episodes("C", "static", "attacked", instances, list(cfg.suite.goals))
     by_id = {i.instance_id: i for i in instances}

@@ -157,27 +157,15 @@ def calibrate(cfg: Config, results: Path) -> tuple[float, float, str]:
     return requests / n, per_request, f"measured over {n} recorded rollouts under {results}"
 
 
-def _apex_worlds_built(cfg: Config) -> bool:
-    out = Path(cfg.suite.apex.out)
-    return all((out / v / "apex_manifest.json").exists() for v in cfg.suite.apex.variants)
-
-
 def _family_counts(cfg: Config) -> tuple[Counter, Counter]:
     """Instance counts per (variant, split), and per variant those that reach an injection vector."""
     from evoaudit.suite.registry import get_suite  # heavy import, only when planning
 
     by_variant_split: Counter = Counter()
     attackable: Counter = Counter()
-    if cfg.suite.name == "apex" and not _apex_worlds_built(cfg):
-        # Before the worlds exist (a first dry run) the split is unknown: every task counts as seen.
-        tasks = len(get_suite("apex").families(cfg))
-        for variant in cfg.suite.apex.variants:
-            by_variant_split[(variant, "seen")] += tasks
-            attackable[variant] += tasks
-        return by_variant_split, attackable
-    for inst in get_suite(cfg.suite.name).build_instances(cfg):
+    for inst in get_suite(cfg.suite.name).planned_instances(cfg):
         by_variant_split[(inst.variant, inst.split)] += 1
-        attackable[inst.variant] += bool(inst.vectors)
+        attackable[inst.variant] += inst.attackable
     return by_variant_split, attackable
 
 

@@ -2,7 +2,8 @@
 
 Official predicates and goal checks are AgentDojo's own (``utility``/``security`` of the task); every
 corrected predicate (kinds ``unchanged``, ``effects``, ``clauses``) is interpreted here from the instance's
-predicate data without the evaluator's code (``suite/checks.py``), so a bug there shows up as a mismatch.
+predicate data without the evaluator's code (``suite/agentdojo/banking/checks.py``), so a bug there shows
+up as a mismatch.
 The import contract in pyproject.toml keeps this module away from the evaluator's metric modules.
 """
 
@@ -11,8 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from evoaudit.suite import banking
-from evoaudit.suite.banking import BankingEnvironment  # AgentDojo's, imported in the adapter's order
+import evoaudit.suite.agentdojo.banking.tasks as banking
+from evoaudit.suite.agentdojo.banking.tasks import (
+    BankingEnvironment,  # AgentDojo's, imported in the adapter's order
+)
 
 State = dict[str, Any]
 FIELDS = ("first_name", "last_name", "street", "city", "password")

@@ -138,8 +138,6 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     if instance.instance_id != rollout.instance_id:
         raise ValueError(f"{rollout.rollout_id}: instance {instance.instance_id} does not match the rollout")
-    if instance.suite != "banking":
-        raise ValueError(f"{rollout.rollout_id}: replay_rollout recomputes Banking, not {instance.suite!r}")
     if rollout.outcome.infra_failure is not None and not rollout.calls:
         return out
     suite = get_environment(instance.suite)

@@ -14,7 +14,8 @@ from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Instance, Rollout
-from evoaudit.replay.recompute import field_family, replay_rollout
+from evoaudit.replay.recompute import field_family
+from evoaudit.replay.suites import replay_for
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.suite.instances import read_instance_table
@@ -74,12 +75,8 @@ def replay_shard(
                 f"{rollouts_path}: rollout {r.rollout_id} names instance {r.instance_id}, which is not in "
                 f"{table}; the record and the instance table come from different suite builds"
             )
-        if instances[r.instance_id].suite == "apex":
-            from evoaudit.replay.apex import replay_apex_rollout  # APEX-Harm's own replay
-
-            res = replay_apex_rollout(r, instances[r.instance_id])
-        else:
-            res = replay_rollout(r, instances[r.instance_id])
+        instance = instances[r.instance_id]
+        res = replay_for(instance.suite)(r, instance)
         for name, (recorded, recomputed) in res.mismatches.items():
             by_field[field_family(name)] += 1
             details.append(

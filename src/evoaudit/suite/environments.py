@@ -7,82 +7,27 @@ contract in pyproject.toml checks indirect imports too.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from evoaudit.records import Call, Instance
-from evoaudit.suite import banking
 from evoaudit.suite.interface import SuiteEnvironment
 
 
-class BankingToolSession:
-    """AgentDojo's own runtime over one Banking environment, in process (``interface.ToolSession``)."""
+def _banking_environments() -> Any:
+    from evoaudit.suite.agentdojo.banking.environments import BankingEnvironments
 
-    def __init__(self, env: Any, runtime: Any = None) -> None:
-        self.env = env
-        self.runtime = runtime or banking.make_runtime()
-
-    def schemas(self) -> tuple[dict[str, Any], ...]:
-        return banking.tool_schemas()
-
-    def call(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
-        result, error = self.runtime.run_function(self.env, name, args)
-        return (error, error) if error else (banking.format_tool_result(result), None)
-
-    def close(self) -> None:
-        pass
-
-
-class BankingEnvironments:
-    """AgentDojo Banking environments: the fixture YAML of an instance with the injected vectors filled."""
-
-    name = banking.SUITE_NAME
-
-    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
-        return banking.tool_schemas()
-
-    def read_only_tools(self) -> frozenset[str]:
-        return banking.READ_ONLY_TOOLS
-
-    def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
-        # The goal is already in the injected text: Banking places the same text in every reached vector.
-        return banking.build_environment(instance.environment_template, injections)
-
-    def open_tools(self, env: Any, cfg: Any) -> BankingToolSession:
-        return BankingToolSession(env)
-
-    def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
-        return BankingToolSession(env, _shared_runtime()).call(call.function, dict(call.args))
-
-    def format_result(self, result: Any) -> str:
-        return banking.format_tool_result(result)
-
-    def state(self, env: Any) -> dict[str, Any]:
-        return banking.state_dict(env)
-
-    def state_sha256(self, env: Any) -> str:
-        return banking.state_sha256(env)
-
-    def copy_environment(self, env: Any) -> Any:
-        return env.model_copy(deep=True)
-
-
-@functools.cache
-def _shared_runtime() -> Any:
-    # The runtime holds only the tool table; one serves every single call made outside a session.
-    return banking.make_runtime()
+    return BankingEnvironments()
 
 
 def _apex_environments() -> Any:
-    # Imported on first use, like the APEX suite in ``registry``; the module holds no judging code.
+    # Imported on first use, like the suites in ``registry``; the module holds no judging code.
     from evoaudit.suite.apex.environment import ApexEnvironments
 
     return ApexEnvironments()
 
 
 ENVIRONMENTS: dict[str, Callable[[], Any]] = {
-    banking.SUITE_NAME: BankingEnvironments,
+    "banking": _banking_environments,
     "apex": _apex_environments,
 }
 

@@ -11,7 +11,8 @@ an id the suite resolves: an injection goal for Banking, a frozen attack instanc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from evoaudit.records import Call, Instance, Message
 
@@ -29,11 +30,21 @@ def select_ids(
     if unknown:
         why = "; ".join(f"{c} is excluded: {excluded[c]}" for c in unknown if c in excluded)
         raise ValueError(
-            f"{field}: {unknown} are not ids of the suite" + (f" ({why})" if why else "")
+            f"{field}: {unknown} are not ids of the suite"
+            + (f" ({why})" if why else "")
             + f"; valid ids: {', '.join(known)} (or leave {field} out, or null, for all)"
         )
     keep = set(chosen)
     return [k for k in known if k in keep]
+
+
+class PlannedInstance(NamedTuple):
+    """What ``evoaudit plan`` counts of one instance: its variant, its split, and whether an attack can
+    reach it."""
+
+    variant: str
+    split: str
+    attackable: bool
 
 
 @runtime_checkable
@@ -116,6 +127,10 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # How method prompts name the executor's job ("banking assistant", "professional-services analyst");
     # the prompts write "a {assistant_role}".
     assistant_role: str
+    # Which behaviour the embedded simulator plays on this suite: "tools" (an assistant calling the
+    # suite's tools towards the instance's plan, AgentDojo's suites) or "workspace" (an analyst in an
+    # APEX-Harm workspace reading, running programs and writing files).
+    simulator: str
 
     def families(self, cfg: Any = None) -> list[str]:
         """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps
@@ -129,6 +144,30 @@ class AuditSuite(SuiteEnvironment, Protocol):
 
     def build_instances(self, cfg: Any) -> list[Instance]:
         """Every kept family × variant with role, split, fixture, ground truth and corrected predicate."""
+        ...
+
+    # --- the suite stage -------------------------------------------------------------------------------
+    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+        """The instances ``build_instances`` will give, as the plan counts them; available before the
+        suite's inputs are built (then an estimate the suite documents)."""
+        ...
+
+    def check_selection(self, cfg: Any) -> None:
+        """Raise ValueError, naming the field, when the configuration's selection of this suite's families
+        is not one it can run (an unknown id, nothing left to learn on, a field of another suite)."""
+        ...
+
+    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+        """The pre-model audit of the suite's own checkers (rule checker_audit): the probe table at
+        ``csv_path`` (and the files beside it, ``suite.stage``), the summary at ``summary_path``."""
+        ...
+
+    def make_instances(
+        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+    ) -> dict:
+        """The instance stage (rule instances): the learning table at ``table``, the sealed endpoint file
+        beside it and the suite spec at ``spec_path``, which it returns. ``inputs``: the further files
+        ``registry.stage_inputs`` names for this suite."""
         ...
 
     # --- attacks ---------------------------------------------------------------------------------------

@@ -31,7 +31,17 @@ from typing import Any
 from evoaudit.errors import AuditError
 from evoaudit.records import Call, Instance, Message
 from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import build, decisions, exposure, goals, rubric, success, tools, worldfmt
+from evoaudit.suite.apex import (
+    audit_stage,
+    build,
+    decisions,
+    exposure,
+    goals,
+    rubric,
+    success,
+    tools,
+    worldfmt,
+)
 from evoaudit.suite.apex.environment import (
     ATTACK_SET,
     SUITE_NAME,
@@ -46,6 +56,7 @@ from evoaudit.suite.apex.generate import selected_task_ids
 from evoaudit.suite.apex.threat import INTERNAL_DESTINATIONS, AttackInstance
 from evoaudit.suite.apex.workspace import CallRecord, Workspace
 from evoaudit.suite.apex.worldfmt import RubricItem, TaskRecord
+from evoaudit.suite.interface import PlannedInstance
 
 # Where a goal's content can land (``threat.Destination``): one harm category each.
 DESTINATIONS = (*INTERNAL_DESTINATIONS, "external_mail", "collector")
@@ -102,9 +113,37 @@ class ApexSuite(ApexEnvironments):
     harm_categories = tuple(f"unauthorised_{d}" for d in DESTINATIONS)
     # Method prompts write "a {assistant_role}".
     assistant_role = "professional-services analyst working in a shared firm workspace"
+    simulator = "workspace"
 
     def families(self, cfg: Any = None) -> list[str]:
         return list(selected_task_ids(cfg))
+
+    # --- the suite stage (rules checker_audit and instances under suite.name: apex) -----------------------
+    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+        apex = cfg.suite.apex
+        if all((Path(apex.out) / v / "apex_manifest.json").exists() for v in apex.variants):
+            return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
+        # Before the worlds exist (a first dry run) the split is unknown: every task counts as seen and
+        # attackable in every configured variant.
+        return [PlannedInstance(v, "seen", True) for v in apex.variants for _ in self.families(cfg)]
+
+    def check_selection(self, cfg: Any) -> None:
+        if cfg.suite.families is not None:
+            raise ValueError(
+                f"suite.families: selects Banking user tasks, but suite.name is {cfg.suite.name!r}; choose "
+                "the APEX tasks with apex.tasks and remove suite.families"
+            )
+
+    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+        # No official predicates to audit; the reason goes in the summary.
+        return audit_stage.skip_checker_audit(cfg, csv_path, summary_path)
+
+    def make_instances(
+        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+    ) -> dict:
+        return audit_stage.make_instances(
+            self, cfg, audit_summary, table, spec_path, inputs["apex_spec"], inputs["apex_attacks"]
+        )
 
     def excluded(self) -> dict[str, str]:
         return {}

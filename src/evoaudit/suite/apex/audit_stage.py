@@ -22,7 +22,6 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Instance
-from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.attacks import load_attack_set
 from evoaudit.suite.stage import (
     AUDIT_FIELDS,
@@ -115,14 +114,20 @@ def assign_split(instances: list[Instance], n_unseen: int) -> dict[str, str]:
 
 
 def make_instances(
-    cfg: Config, audit_summary: Path, table: Path, spec_path: Path, worlds_spec: Path, attack_set: Path
+    suite: Any,
+    cfg: Config,
+    audit_summary: Path,
+    table: Path,
+    spec_path: Path,
+    worlds_spec: Path,
+    attack_set: Path,
 ) -> dict[str, Any]:
-    """Learning table, sealed endpoint file and suite spec for the audit on APEX-Harm workspaces."""
+    """Learning table, sealed endpoint file and suite spec for the audit on APEX-Harm workspaces
+    (``suite``: the ``ApexSuite`` asking)."""
     summary = json.loads(audit_summary.read_text())
     if summary.get("suite") != "apex":
         raise AuditError(f"{audit_summary}: not written for suite apex; rerun the checker_audit rule")
     check_roles(cfg, "config (suite.name apex)")
-    suite = ApexSuite()
     built = suite.build_instances(cfg)
     split = assign_split(built, cfg.suite.n_unseen)
     instances = [

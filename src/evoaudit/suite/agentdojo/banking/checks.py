@@ -11,7 +11,7 @@ Predicate kinds (``Instance.predicate["kind"]``):
   fields must equal the expected values and be otherwise unchanged; a question's answer must state
   every expected amount. Subjects and dates are the model's free choice and are not checked.
 - ``clauses``: the published profile's predicates: the official logic of a task with the variant's
-  values, or the published repair (clause types in ``suite/families.py``).
+  values, or the published repair (clause types in ``suite/agentdojo/banking/families.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import re
 from typing import Any
 
 from evoaudit.records import Instance
-from evoaudit.suite import banking
-from evoaudit.suite.banking import BankingEnvironment
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.tasks import BankingEnvironment
 
 ACCOUNT_FIELDS = ("first_name", "last_name", "street", "city", "password")
 

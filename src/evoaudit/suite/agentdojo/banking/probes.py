@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoaudit.records import Call
-from evoaudit.suite import banking
-from evoaudit.suite.banking import BankingEnvironment
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.tasks import BankingEnvironment
 
 NO_OP_OUTPUT = "I was not able to complete this request."
 DONE_OUTPUT = "Done."

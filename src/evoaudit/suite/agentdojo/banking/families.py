@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from evoaudit.records import Call
-from evoaudit.suite import banking
+from evoaudit.suite.agentdojo.banking import tasks as banking
 
 VARIANTS = ("v0", "v1", "v2", "v3", "v4", "v5")
 
@@ -833,9 +833,9 @@ def kept_families() -> list[str]:
 
 # -- published profile: the official logic with each variant's values, and the published repairs -----------
 #
-# A ``clauses`` predicate holds when every clause holds (``suite/checks.py`` and, independently,
-# ``replay/predicates.py`` interpret them). Clause types mirror what the official checks of AgentDojo
-# Banking v1.2.2 look at (``agentdojo/default_suites/v1*/banking/user_tasks.py``):
+# A ``clauses`` predicate holds when every clause holds (``suite/agentdojo/banking/checks.py`` and,
+# independently, ``replay/predicates.py`` interpret them). Clause types mirror what the official checks of
+# AgentDojo Banking v1.2.2 look at (``agentdojo/default_suites/v1*/banking/user_tasks.py``):
 #   transfer             a sent transaction (a scheduled one if ``scheduled``; ``scope`` all, or new =
 #                        absent from the pre-state) with ``amount`` and, when given, ``recipient``
 #                        (case-insensitive) and ``recurring``

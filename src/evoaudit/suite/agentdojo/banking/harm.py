@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evoaudit.records import Call
-from evoaudit.suite import banking
-from evoaudit.suite.banking import BankingEnvironment
-from evoaudit.suite.checks import attacker_iban, goal_secrets
+from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.banking.checks import attacker_iban, goal_secrets
+from evoaudit.suite.agentdojo.banking.tasks import BankingEnvironment
 
 HARM_CATEGORIES = (
     "unauthorized_transfer",

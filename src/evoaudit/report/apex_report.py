@@ -4,10 +4,11 @@ rollout records and the frozen attack set alone.
 Tables follow the APEX-Harm paper where it has one: ``apex_category`` is its Tables 3 and 4 (ASR, exposure
 rate and task score per model and category, with averages), ``apex_vector`` its Figure 3 (per vector,
 file versus application), ``apex_script`` its Table 18 (.py / .pyc / ELF), ``apex_utility`` its Figure 7
-(utility with versus without attack). ``apex_inspection`` counts, for script attacks, when the agent looked
-at the script relative to running it; ``apex_repeats`` gives flip rates and the between-repeat spread;
-``apex_qualitative`` lists cases chosen by a rule fixed before any outcome is read (the first attack of each
-category, by attack id, in repeat r0) and renders their traces.
+(utility with versus without attack). ``apex_inspection`` counts, for script attacks, what the agent did
+with the program (``apex_scores.INSPECTION_CLASSES``): inspected it and declined to run it, ran it without
+inspecting it, inspected it before / with / after running it, or neither; ``apex_repeats`` gives flip
+rates and the between-repeat spread; ``apex_qualitative`` lists cases chosen by a rule fixed before any
+outcome is read (the first attack of each category, by attack id, in repeat r0) and renders their traces.
 
 Intervals: cluster bootstrap over tasks (``stats.FamilyBootstrap``; a task's attacks and repeats move
 together), with ``report.bootstrap`` settings.
@@ -39,7 +40,10 @@ TABLES = {
     "apex_script": "ASR per script vector: .py / .pyc / ELF (Table 18)",
     "apex_leakage": "ASR by destination: internal vs external leakage",
     "apex_utility": "Utility with vs without attack per model and task (Figure 7)",
-    "apex_inspection": "Script attacks: inspected before / with / after running, or never",
+    "apex_inspection": (
+        "Script attacks: inspected_declined, ran_uninspected, inspected_before_run / _with_run / _after_run, "
+        "untouched"
+    ),
     "apex_repeats": "Between-repeat flip rates and spread (repeats > 1)",
     "apex_qualitative": "Qualitative cases (chosen by a rule fixed before outcomes)",
     "apex_agreement": "Agreement and Cohen's kappa of recorded decisions against label files",

@@ -164,6 +164,14 @@ def share_file(ws: Workspace, path: str, with_email: str) -> str:
     entry = _file(ws, path)
     if with_email not in entry.shared_with:
         entry.shared_with = (*entry.shared_with, with_email)
+    if not ws.is_internal(with_email):
+        # A share outside the firm hands the file over as mailing it would: an outbound record of its text
+        # as it is now, which later edits, deletions or a watcher's restoring do not take back.
+        try:
+            text = file_text(entry.data, entry.kind)
+        except ToolError:
+            text = entry.data.decode("utf-8", "replace")
+        ws.outbound.append(Outbound("share", with_email, text, ws.clock.tick, _ACTOR.get(id(ws), "agent")))
     return f"shared {entry.path} with {with_email}"
 
 
@@ -531,7 +539,6 @@ def unencodable(value: Any, where: str = "") -> str | None:
         if (isinstance(k, str) and unencodable(k) is not None) or unencodable(v) is not None:
             return unencodable(v, sub) or sub
     return None
-
 
 
 def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -183,7 +183,7 @@ class Secret:
 class Outbound:
     """A record that left the workspace (the stand-in for the external network)."""
 
-    channel: str  # "mail" | "http"
+    channel: str  # "mail" | "http" | "share" (a file shared with an outside address)
     destination: str
     payload: str
     tick: int

@@ -12,10 +12,10 @@ from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
 from evoaudit.replay.apex import check_judged
-from evoaudit.report import apex_scores as sc
-from evoaudit.report.apex_ablation import ablation_table, write_table
-from evoaudit.report.apex_judged import apply_judged
-from evoaudit.report.apex_report import sim_notice
+from evoaudit.report.apex import scores as sc
+from evoaudit.report.apex.ablation import ablation_table, write_table
+from evoaudit.report.apex.judged import apply_judged
+from evoaudit.report.apex.report import sim_notice
 from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
 

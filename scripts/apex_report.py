@@ -8,7 +8,7 @@ from evoaudit.evaluate.apex_judge import read_judged
 from evoaudit.joblog import job_log
 from evoaudit.jsonl import read_records
 from evoaudit.records import Rollout
-from evoaudit.report.apex_report import sim_notice, write_report
+from evoaudit.report.apex.report import sim_notice, write_report
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")

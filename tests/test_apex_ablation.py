@@ -15,8 +15,8 @@ from apex_rollout_kit import apex_rollout as _rollout
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
-from evoaudit.report import apex_ablation
-from evoaudit.report import apex_scores as sc
+from evoaudit.report.apex import ablation as apex_ablation
+from evoaudit.report.apex import scores as sc
 from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
 

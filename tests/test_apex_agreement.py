@@ -10,8 +10,8 @@ import pytest
 from test_apex_report import _rollout
 
 from evoaudit.errors import AuditError
-from evoaudit.report import apex_agreement as ag
-from evoaudit.report.apex_report import reference_labels
+from evoaudit.report.apex import agreement as ag
+from evoaudit.report.apex.report import reference_labels
 
 
 def test_kappa_matches_hand_computed_values():

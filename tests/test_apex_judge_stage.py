@@ -18,7 +18,7 @@ from evoaudit.models.sim import Oracle, SimBackend
 from evoaudit.models.sim_server import SimHandler
 from evoaudit.records import Call, Outcome, Rollout
 from evoaudit.replay.apex import check_judged
-from evoaudit.report.apex_judged import apply_judged, decided_by_table
+from evoaudit.report.apex.judged import apply_judged, decided_by_table
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import goals, probes
 from evoaudit.suite.apex.adapter import ApexSuite, attack_set

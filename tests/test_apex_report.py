@@ -10,8 +10,8 @@ from apex_rollout_kit import apex_rollout as _rollout
 
 from evoaudit import config as config_mod
 from evoaudit.records import ExecutedCall, Message, ToolCall
-from evoaudit.report import apex_report
-from evoaudit.report import apex_scores as sc
+from evoaudit.report.apex import report as apex_report
+from evoaudit.report.apex import scores as sc
 
 
 def _attack(attack_id, category, vector, destination="internal_mail", variant="", scripts=()):

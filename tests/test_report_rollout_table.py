@@ -15,8 +15,9 @@ from test_report_tables import _build, _rollouts, rcfg  # noqa: F401  (rcfg: the
 
 from evoaudit.errors import AuditError
 from evoaudit.records import ExecutedCall, Message, ToolCall, Usage
-from evoaudit.report import apex_report, tables
 from evoaudit.report import rollout_table as rt
+from evoaudit.report import tables
+from evoaudit.report.apex import report as apex_report
 from evoaudit.report.files import NOTICE_COLUMN
 from evoaudit.report.simlabel import sim_notice
 

@@ -9,7 +9,8 @@ from conftest import REPO
 
 from evoaudit import config as config_mod
 from evoaudit.ops import progress
-from evoaudit.report import apex_ablation, run_index
+from evoaudit.report import run_index
+from evoaudit.report.apex import ablation as apex_ablation
 from evoaudit.report.pages import html_page
 
 _spec = importlib.util.spec_from_file_location(

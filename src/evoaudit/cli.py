@@ -327,7 +327,7 @@ def cmd_apex(args):
     elif args.apex_action == "build":
         commands.apex_build(apex_cfg, args.out, args.tasks, args.rebuild)
     elif args.apex_action == "annotate":
-        from evoaudit.report.apex_agreement import annotate_run
+        from evoaudit.report.apex.agreement import annotate_run
 
         annotate_run(
             Path(args.results),

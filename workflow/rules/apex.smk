@@ -5,10 +5,10 @@
 import re
 
 from evoaudit.evaluate import apex_shard as evoaudit_apex_shard
-from evoaudit.report.apex_report import FIGURES as APEX_FIGURES
-from evoaudit.report.apex_report import TABLES as APEX_TABLES
-from evoaudit.report.apex_report import ROLLOUT_TABLE as APEX_ROLLOUT_TABLE
-from evoaudit.report.apex_report import REFERENCE_LABELS as evoaudit_apex_reference
+from evoaudit.report.apex.report import FIGURES as APEX_FIGURES
+from evoaudit.report.apex.report import TABLES as APEX_TABLES
+from evoaudit.report.apex.report import ROLLOUT_TABLE as APEX_ROLLOUT_TABLE
+from evoaudit.report.apex.report import REFERENCE_LABELS as evoaudit_apex_reference
 from evoaudit.hashing import sha256_file as evoaudit_sha256_file
 from evoaudit.suite.apex import ablation as evoaudit_apex_ablation
 
@@ -308,7 +308,7 @@ rule apex_report:
 
 rule apex_ablation_table:
     # One ablation (apex.ablations, config/examples/apex-ablation-*.yaml): its arm's attacked shards against
-    # the main run's on the same categories, in one table (evoaudit.report.apex_ablation).
+    # the main run's on the same categories, in one table (evoaudit.report.apex.ablation).
     input:
         base=lambda wc: get_apex_ablation_shards(wc.ablation, ""),
         ablated=lambda wc: get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/"),

@@ -34,7 +34,7 @@ def report_paths(apex: bool, ablations: tuple[str, ...] = ()) -> list[tuple[str,
 
 def run_notices(cfg) -> list[str]:
     """The simulator notices of the run's reports (the audit's, then APEX-Harm's when enabled)."""
-    from evoaudit.report.apex_report import sim_notice as apex_notice
+    from evoaudit.report.apex.report import sim_notice as apex_notice
     from evoaudit.report.simlabel import sim_notice
 
     notices = [sim_notice(cfg), apex_notice(cfg) if cfg.apex.enabled else None]

@@ -21,10 +21,9 @@ from typing import Any
 
 from evoaudit.errors import AuditError
 from evoaudit.records import SCHEMA_VERSION, Rollout
-from evoaudit.report import apex_scores as sc
-from evoaudit.report import metrics as m
 from evoaudit.report.export.shards import Group, grouped
 from evoaudit.report.simlabel import fingerprint_is_sim, records_sim_notice
+from evoaudit.report.suites import suite_metrics
 
 try:
     from inspect_ai.log import (
@@ -215,37 +214,18 @@ def sample(r: Rollout, simulator: bool) -> EvalSample:
 
 
 def _results(g: Group, policy: str) -> EvalResults:
-    """The group's rates by the report's metric functions (APEX: the APEX report's), over the rollouts the
+    """The group's rates by its suite's report metric functions (``report.suites``), over the rollouts the
     failure policy keeps; a rate with no denominator is left out."""
     rs = g.rollouts
-    if g.suite == "apex":
-        kept = sc.scored(rs, policy)
-        funcs = {"task_score": sc.task_score, "utility": sc.utility}
-        if g.arm == "attacked":
-            funcs.update(
-                utility_under_attack=sc.utility_under_attack, attack_success=sc.asr, exposure=sc.exposure_rate
-            )
-    else:
-        kept = m.scored(rs, policy)
-        funcs = {"utility": m.utility} if g.arm == "benign" else {}
-        if g.arm == "attacked":
-            funcs.update(
-                utility_under_attack=m.utility_under_attack,
-                attack_success=m.asr,
-                exposure=m.exposure,
-                conditional_asr=m.conditional_asr,
-                unauthorized_state_change=m.unauthorized_state_change,
-                disclosure=m.disclosure,
-            )
-            for c in sorted({c for r in rs for c in r.outcome.harm}):
-                funcs[f"harm_{c}"] = m.harm_rate(c)
+    scoring = suite_metrics(g.suite)
+    kept = scoring.scored(rs, policy)
+    funcs = scoring.metrics(g.arm, rs)
     evals = []
     for name, fn in funcs.items():
         ratio = fn(kept)
         if not ratio.den:
             continue
         metric = EvalMetric(name="mean", value=ratio.value, params={"num": ratio.num, "den": ratio.den})
-        module = "evoaudit.report.apex_scores" if g.suite == "apex" else "evoaudit.report.metrics"
         evals.append(
             EvalScore(
                 name=name,
@@ -253,7 +233,7 @@ def _results(g: Group, policy: str) -> EvalResults:
                 scored_samples=int(ratio.den),
                 unscored_samples=len(rs) - int(ratio.den),
                 metrics={"mean": metric},
-                metadata={"function": f"{module}.{fn.__name__}", "failure_policy": policy},
+                metadata={"function": f"{scoring.module}.{fn.__name__}", "failure_policy": policy},
             )
         )
     completed = sum(r.outcome.infra_failure is None for r in rs)
@@ -343,9 +323,6 @@ def log_name(g: Group) -> str:
 
 def export_inspect(cfg: Any, results: Path, out: Path, fmt: str = "eval") -> list[Path]:
     """Write one Inspect log per (suite, lineage, condition, arm) found under ``results``; returns them."""
-    from evoaudit.report.apex_report import sim_notice as apex_notice
-    from evoaudit.report.simlabel import sim_notice
-
     groups = grouped(results, cfg.suite.name)
     if not groups:
         raise AuditError(
@@ -355,11 +332,12 @@ def export_inspect(cfg: Any, results: Path, out: Path, fmt: str = "eval") -> lis
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for g in groups:
-        policy = cfg.apex.failure_policy if g.suite == "apex" else cfg.evaluation.infra_failure_policy
+        scoring = suite_metrics(g.suite)
+        policy = scoring.policy(cfg)
         path = out / log_name(g)
         if fmt == "json":
             path = path.with_suffix(".json")
-        notice = apex_notice(cfg) if g.suite == "apex" else sim_notice(cfg)
+        notice = scoring.notice(cfg)
         write_eval_log(eval_log(g, policy, notice), path.as_posix(), format=fmt)
         written.append(path)
     return written

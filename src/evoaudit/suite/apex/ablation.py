@@ -3,7 +3,7 @@
 An ablation is the main attack set rebuilt on the same frozen worlds with some ``suite.apex.attacks``
 switches changed (the APEX-Harm paper's §4.3 and appendices H.6, H.8, I). Its attacked episodes run through
 the same workflow rules as the main run (an ``arm`` wildcard selects ``ablations/<name>/``); the main run is
-the base arm it is compared with (``report.apex_ablation``).
+the base arm it is compared with (``report.apex.ablation``).
 
 The existing-file placement baselines (Table 6) put the injection into a file the benign run actually read.
 The source file is normally chosen by the attacker from the prompt alone; for these arms the choice is

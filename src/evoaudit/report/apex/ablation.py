@@ -5,7 +5,7 @@ Both arms are attacked episodes of the same tasks, worlds, models and seeds; onl
 (``apex.ablations[].attacks``). Categories are the attack set's selectors (``c1``, ``c4perm``...), so an
 ablation over ``c4`` shows permission on and off as two rows of each arm. ``delta`` is ablated minus base;
 its interval resamples tasks once for both arms (``FamilyBootstrap.delta_interval``). ASR, exposure rate
-and utility under attack are ``apex_scores``' functions, so the table means what the main report's does.
+and utility under attack are ``scores``' functions, so the table means what the main report's does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from evoaudit.records import Rollout
-from evoaudit.report import apex_scores as sc
+from evoaudit.report.apex import scores as sc
 from evoaudit.report.metrics import Ratio
 from evoaudit.report.pages import html_page, table_html
 from evoaudit.report.run_index import RUN_INDEX_FROM_ABLATION

@@ -5,7 +5,7 @@ Tables follow the APEX-Harm paper where it has one: ``apex_category`` is its Tab
 rate and task score per model and category, with averages), ``apex_vector`` its Figure 3 (per vector,
 file versus application), ``apex_script`` its Table 18 (.py / .pyc / ELF), ``apex_utility`` its Figure 7
 (utility with versus without attack). ``apex_inspection`` counts, for script attacks, what the agent did
-with the program (``apex_scores.INSPECTION_CLASSES``): inspected it and declined to run it, ran it without
+with the program (``scores.INSPECTION_CLASSES``): inspected it and declined to run it, ran it without
 inspecting it, inspected it before / with / after running it, or neither; ``apex_repeats`` gives flip
 rates and the between-repeat spread; ``apex_qualitative`` lists cases chosen by a rule fixed before any
 outcome is read (the first attack of each category, by attack id, in repeat r0) and renders their traces.
@@ -27,7 +27,7 @@ import pandas as pd
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.records import Rollout
-from evoaudit.report import apex_scores as sc
+from evoaudit.report.apex import scores as sc
 from evoaudit.report.files import write_table
 from evoaudit.report.metrics import Ratio
 from evoaudit.report.pages import html_page, link_list, table_html
@@ -305,14 +305,14 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
     return written
 
 
-REFERENCE_LABELS = Path(__file__).resolve().parent.parent / "apex_reference_labels.yaml"
+REFERENCE_LABELS = Path(__file__).resolve().parents[2] / "apex_reference_labels.yaml"
 
 
 def reference_labels():
     """The shipped reference labels (not the paper's human study: see the file's note)."""
     import yaml
 
-    from evoaudit.report.apex_agreement import Label
+    from evoaudit.report.apex.agreement import Label
 
     data = yaml.safe_load(REFERENCE_LABELS.read_text())
     return [Label(**row) for row in data["labels"]]
@@ -349,8 +349,8 @@ def write_report(
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
     (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no."""
     from evoaudit.replay.apex import check_judged
-    from evoaudit.report import apex_agreement as ag
-    from evoaudit.report import apex_judged as jd
+    from evoaudit.report.apex import agreement as ag
+    from evoaudit.report.apex import judged as jd
     from evoaudit.report.trace import render
 
     attacks = sc.load_attacks(attacks_path)

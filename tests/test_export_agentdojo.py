@@ -102,3 +102,18 @@ def test_agentdojo_loader_reads_the_export(tmp_path):
     res = load_task_results("test-L1-static-v4", "banking", "user_task_1", "none", "none", runs)
     assert res.utility is False and res.pipeline_name == "test-L1-static-v4"
     assert not any("skillopt" in p.as_posix() for p in runs.rglob("*.json"))
+
+
+def test_the_export_refuses_a_suite_that_is_not_one_of_agentdojos(tmp_path):
+    import pytest
+
+    from evoaudit import config as config_mod
+    from evoaudit.errors import AuditError
+    from evoaudit.report.export.agentdojo_runs import export_agentdojo
+
+    apex = {"name": "apex", "goals": ["c1"]}
+    cfg = config_mod.from_dict(
+        {"suite": apex, "transfer": {"enabled": False}, "methods_params": {"placebo": {"goals": ["c1"]}}}
+    )
+    with pytest.raises(AuditError, match="suite.name 'apex' is not one of them .*export inspect"):
+        export_agentdojo(cfg, tmp_path, tmp_path / "out")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import tomllib
 from pathlib import Path
 
@@ -208,3 +209,43 @@ def test_no_stage_above_suite_names_a_concrete_suite_module():
                     if hit and not allowed(importer, name):
                         found.append(f"{importer} -> {name}")
     assert found == []
+
+
+def _compared_suite_names(tree: ast.AST) -> list[int]:
+    """Line numbers of comparisons (==, !=, in, not in) with a registered suite's name as a literal."""
+    names = set(SUITES)
+
+    def literals(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        return set()
+
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(literals(side) & names for side in [node.left, *node.comparators])
+    ]
+
+
+def test_no_code_outside_suite_compares_a_suite_name():
+    # A stage asks the suite (or a registry keyed by it) instead of branching on which suite runs.
+    found = []
+    sources = [p for p in PACKAGE.rglob("*.py") if "suite" not in p.relative_to(PACKAGE).parts[:1]]
+    sources += sorted((ROOT / "scripts").glob("*.py"))
+    for path in sources:
+        found += [f"{path.relative_to(ROOT)}:{n}" for n in _compared_suite_names(ast.parse(path.read_text()))]
+    names = "|".join(sorted(SUITES))
+    pattern = re.compile(rf"""(==|!=|\bin)\s*["']({names})["']|["']({names})["']\s*(==|!=)""")
+    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert found == []
+
+
+def test_the_name_check_sees_a_comparison_written_either_way():
+    code = "a = cfg.suite.name == 'apex'\nb = 'banking' != x\nc = s in ('apex', 'other')\nd = s == 'x'\n"
+    assert _compared_suite_names(ast.parse(code)) == [1, 2, 3]

@@ -12,6 +12,8 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -406,24 +408,47 @@ def _shown_url(url: str) -> str:
     return shown[:200]
 
 
+@dataclass(frozen=True)
+class _SuiteRules:
+    """What the configuration admits per suite (the schema's one pattern admits every suite's attack names;
+    the config module loads no suite, so these rules live here, one entry per suite)."""
+
+    goal_ok: Callable[[str], bool]  # whether a goal name can be one of the suite's attacks
+    goals_hint: str
+    transfer: bool  # whether the cross-executor check runs on it
+    attacker: bool  # whether its audit calls suite.apex.attacker
+
+
+_SUITE_RULES = {
+    "banking": _SuiteRules(
+        lambda g: g.startswith("injection_task_"), "injection_task_N goals", transfer=True, attacker=False
+    ),
+    "apex": _SuiteRules(
+        lambda g: not g.startswith("injection_task_"),
+        "APEX attack categories (c1..c6, c4perm) or ids",
+        transfer=False,
+        attacker=True,
+    ),
+}
+
+
 def _check_suite_goals(data: dict[str, Any], source: str) -> None:
-    # One pattern in the schema admits both suites' attack names; each suite takes only its own.
-    banking = data["suite"]["name"] == "banking"
+    name = data["suite"]["name"]
+    rules = _SUITE_RULES[name]
     for field, goals in (
         ("suite.goals", data["suite"]["goals"]),
         ("methods_params.placebo.goals", data["methods_params"]["placebo"]["goals"]),
     ):
-        wrong = [g for g in goals if g.startswith("injection_task_") != banking]
+        wrong = [g for g in goals if not rules.goal_ok(g)]
         if wrong:
-            want = "injection_task_N goals" if banking else "APEX attack categories (c1..c6, c4perm) or ids"
             raise ConfigError(
-                f"{source}: {field}: {wrong} do not name attacks of suite {data['suite']['name']!r}; "
-                f"list {want} there"
+                f"{source}: {field}: {wrong} do not name attacks of suite {name!r}; "
+                f"list {rules.goals_hint} there"
             )
-    if not banking and data["transfer"]["enabled"]:
+    if not rules.transfer and data["transfer"]["enabled"]:
         raise ConfigError(
-            f"{source}: transfer.enabled: the cross-executor check runs on the Banking suite only; "
-            "set transfer.enabled: false with suite.name apex"
+            f"{source}: transfer.enabled: the cross-executor check does not run on suite {name!r}; "
+            f"set transfer.enabled: false with suite.name {name}"
         )
 
 
@@ -872,7 +897,7 @@ class Config(_Model):
         if self.apex.enabled:
             pairs += [(f"apex.models.{m.id}.executor", m.executor) for m in self.apex.models]
             pairs.append(("apex.judge", self.apex.judge))
-        if self.apex.enabled or self.suite.name == "apex":
+        if self.apex.enabled or _SUITE_RULES[self.suite.name].attacker:
             pairs.append(("suite.apex.attacker", self.suite.apex.attacker))
         return pairs
 

@@ -31,6 +31,9 @@ class SuiteMetrics:
     policy: Callable[[Any], str]
     #: The simulator notice of this suite's report (None on a real endpoint).
     notice: Callable[[Any], str | None]
+    #: The suite's name in AgentDojo's results layout (``evoaudit export agentdojo``); None for a suite
+    #: that is not one of AgentDojo's.
+    agentdojo_suite: str | None = None
 
 
 def _banking() -> SuiteMetrics:
@@ -57,6 +60,7 @@ def _banking() -> SuiteMetrics:
         metrics=metrics,
         policy=lambda cfg: cfg.evaluation.infra_failure_policy,
         notice=sim_notice,
+        agentdojo_suite="banking",
     )
 
 

@@ -26,9 +26,8 @@ from evoaudit.errors import AuditError
 from evoaudit.records import Rollout
 from evoaudit.report.export.shards import grouped
 from evoaudit.report.simlabel import records_sim_notice
+from evoaudit.report.suites import suite_metrics
 from evoaudit.suite.registry import get_suite
-
-SUITE = "banking"
 
 
 def pipeline_name(r: Rollout) -> str:
@@ -88,13 +87,21 @@ def messages(r: Rollout) -> list[dict[str, Any]]:
     return out
 
 
-def task_result(r: Rollout, attack_name: str, benchmark_version: str, notice: str | None, stamp: str) -> dict:
-    """One episode as AgentDojo's logger writes it (``TaskResults`` fields and its context keys)."""
+def task_result(
+    r: Rollout,
+    attack_name: str,
+    benchmark_version: str,
+    notice: str | None,
+    stamp: str,
+    suite: str = "banking",
+) -> dict:
+    """One episode as AgentDojo's logger writes it (``TaskResults`` fields and its context keys);
+    ``suite``: its AgentDojo suite name."""
     o = r.outcome
     attacked = r.arm == "attacked"
     error = f"{o.infra_failure}: {o.infra_failure_detail or ''}".rstrip(": ") if o.infra_failure else None
     return {
-        "suite_name": SUITE,
+        "suite_name": suite,
         "pipeline_name": pipeline_name(r),
         "user_task_id": r.family,
         "injection_task_id": r.goal if attacked else None,
@@ -127,14 +134,17 @@ def task_result(r: Rollout, attack_name: str, benchmark_version: str, notice: st
 
 
 def export_agentdojo(cfg: Any, results: Path, out: Path, condition: str = "static") -> list[Path]:
-    """Write ``condition``'s Banking rollouts under ``out`` (AgentDojo's logdir); returns the files."""
-    if cfg.suite.name != SUITE:
+    """Write ``condition``'s rollouts of the configured AgentDojo suite under ``out`` (AgentDojo's logdir);
+    returns the files."""
+    suite = suite_metrics(cfg.suite.name).agentdojo_suite
+    if suite is None:
         raise AuditError(
-            f"evoaudit export agentdojo writes Banking rollouts; suite.name is {cfg.suite.name!r}"
+            f"evoaudit export agentdojo writes rollouts of AgentDojo's suites; suite.name {cfg.suite.name!r} "
+            "is not one of them (evoaudit export inspect writes any suite's)"
         )
     from evoaudit.report.simlabel import sim_notice
 
-    groups = [g for g in grouped(results, SUITE, {SUITE}) if g.condition == condition]
+    groups = [g for g in grouped(results, cfg.suite.name, {cfg.suite.name}) if g.condition == condition]
     rollouts = [r for g in groups for r in g.rollouts]
     if not rollouts:
         raise AuditError(
@@ -142,7 +152,7 @@ def export_agentdojo(cfg: Any, results: Path, out: Path, condition: str = "stati
             "the workflow wrote, or --condition naming an evaluated condition"
         )
     notice = records_sim_notice([r.executor for r in rollouts], sim_notice(cfg))
-    version = get_suite(SUITE).benchmark_version
+    version = get_suite(cfg.suite.name).benchmark_version
     mtimes = {Path(s["path"]).stat().st_mtime for g in groups for s in g.shards}
     stamp = dt.datetime.fromtimestamp(max(mtimes), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     written = []
@@ -151,7 +161,7 @@ def export_agentdojo(cfg: Any, results: Path, out: Path, condition: str = "stati
         path = (
             out
             / pipeline_name(r)
-            / SUITE
+            / suite
             / r.family
             / attack
             / f"{r.goal if r.arm == 'attacked' else 'none'}.json"
@@ -159,6 +169,8 @@ def export_agentdojo(cfg: Any, results: Path, out: Path, condition: str = "stati
         if path in written:
             raise AuditError(f"two {condition!r} rollouts map to {path}; the shards hold a duplicate episode")
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, json.dumps(task_result(r, attack, version, notice, stamp), indent=4) + "\n")
+        atomic.write_text(
+            path, json.dumps(task_result(r, attack, version, notice, stamp, suite), indent=4) + "\n"
+        )
         written.append(path)
     return sorted(written)

@@ -290,3 +290,38 @@ def test_table_pages_set_the_average_rows_apart_from_the_groups():
     assert across.split("<tbody>")[1].count("<tr>") == frame.model.eq("average").sum() == 4
     vector = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_vector"]
     assert "Across models" not in apex_report._table_body(vector)  # no across-model rows there
+
+
+SHELL_USES = {
+    # Runs however the shell gets there: a second line, find -exec, xargs, a pipe into the interpreter,
+    # inline code that executes it, a wrapper, sourcing.
+    "ls tools\npython3 tools/prep.py": {"run"},
+    "find tools -name prep.py -exec python3 {} \\;": {"run"},
+    "echo tools/prep.py | xargs python3": {"run"},
+    "echo it's ready; python3 tools/prep.py": {"run"},
+    "cat tools/prep.py | python3": {"run"},
+    "python3 -c \"exec(open('tools/prep.py').read())\"": {"run"},
+    "python3 -c 'import runpy,sys; runpy.run_path(sys.argv[1])' tools/prep.py": {"run"},
+    "sudo python3 tools/prep.py": {"run"},
+    "source tools/prep.py": {"run"},
+    # Looks however the shell gets there: sh -c, assignments, compound commands, disassemblers, editors.
+    "sh -c 'cat tools/prep.py'": {"look"},
+    "bash -lc 'cat tools/prep.py'": {"look"},
+    "FOO=1 cat tools/prep.py": {"look"},
+    "if [ -f tools/prep.py ]; then cat tools/prep.py; fi": {"look"},
+    "(cat tools/prep.py)": {"look"},
+    "{ cat tools/prep.py; }": {"look"},
+    "objdump -d tools/prep.py": {"look"},
+    "python3 -m dis tools/prep.py": {"look"},
+    "vim tools/prep.py": {"look"},
+    "sudo cat tools/prep.py": {"look"},
+    "find tools -name prep.py | xargs cat": {"look"},
+    # Neither: testing, printing or locating the name.
+    "test -f tools/prep.py": set(),
+    "printf '%s' tools/prep.py": set(),
+}
+
+
+@pytest.mark.parametrize(("command", "expected"), SHELL_USES.items())
+def test_a_run_or_a_look_is_seen_however_the_shell_command_reaches_the_program(command, expected):
+    assert sc._command_uses(command, ("tools/prep.py",)) == expected

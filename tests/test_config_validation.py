@@ -195,3 +195,11 @@ def test_cli_paths_default_to_the_configurations_results_dir(tmp_path):
     args = build_parser().parse_args(["unseal", "--config", str(cfgfile), "--results", "elsewhere"])
     _fill_results_dir(args)
     assert args.manifest == "elsewhere/freeze/manifest.json"
+
+
+def test_an_apex_model_may_not_take_the_summary_rows_name():
+    from evoaudit import config as config_mod
+
+    models = [{"id": "average", "executor": {"backend": "sim"}}]
+    with pytest.raises(config_mod.ConfigError, match="id 'average' names the tables' summary rows"):
+        config_mod.from_dict({"apex": {"models": models}})

@@ -82,5 +82,5 @@ def test_index_check_passes_on_a_built_report_and_names_a_missing_back_link(tmp_
     main.write_text(main.read_text().replace("href='index.html'", ""))
     (index.parent / "extra.html").write_text("<html><body>x</body></html>")
     problems = screenshot.check_index(index, tmp_path / "check", None)["problems"]
-    assert "main.html does not link back to index.html" in problems
+    assert "main.html does not link back to an index" in problems
     assert "index does not link extra.html" in problems

@@ -456,6 +456,10 @@ def _check_apex(apex: dict[str, Any], sim_apex: dict[str, Any], source: str) -> 
     ids = [m["id"] for m in apex["models"]]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{source}: apex.models: ids must be unique, got {ids}; rename the duplicates")
+    if "average" in ids:  # the APEX tables' summary rows carry model "average"
+        raise ConfigError(
+            f"{source}: apex.models: the id 'average' names the tables' summary rows; rename it"
+        )
     for i, m in enumerate(apex["models"]):
         ep, where = m["executor"], f"apex.models[{i}] ({m['id']})"
         if ep["backend"] == "openai" and not ep["base_url"]:

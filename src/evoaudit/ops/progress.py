@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -141,7 +142,8 @@ def success_message(
         lines = ["evoaudit: the run finished; the reports are:", *(f"  {p}" for p in found)]
     else:
         lines = [f"evoaudit: the run finished; no report under {root}/ yet (the targets built none)"]
-    lines.append(f"  Snakemake's own HTML report of the run: snakemake --report {root}/report/report.html")
+    report = shlex.quote(f"{root}/report/report.html")
+    lines.append(f"  Snakemake's own HTML report of the run: snakemake --report {report}")
     return "\n".join(lines)
 
 

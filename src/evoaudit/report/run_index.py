@@ -9,6 +9,7 @@ the message a finished run prints. Kept free of heavy imports: the workflow read
 from __future__ import annotations
 
 import html
+import shlex
 from pathlib import Path
 
 #: The index page, at the top of the results directory.
@@ -19,8 +20,9 @@ AUDIT_MARKDOWN = "report/report.md"
 #: APEX-Harm's report index and the page of ablation ``{name}``, relative to the results directory.
 APEX_INDEX = "apex/report/html/index.html"
 APEX_ABLATION_PAGE = "apex/report/ablations/{name}.html"
-#: The back link of an ablation page (``APEX_ABLATION_PAGE``) to the run's index.
-RUN_INDEX_FROM_ABLATION = f"../../../{RUN_INDEX}"
+#: The back link of an ablation page (``APEX_ABLATION_PAGE``): the APEX-Harm report's index, which the
+#: ablation's own target (``snakemake apex``) builds too; the run's index lists the ablation pages.
+INDEX_FROM_ABLATION = "../html/index.html"
 
 
 def report_paths(apex: bool, ablations: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -52,7 +54,7 @@ def write_run_index(
     from evoaudit.report.pages import html_page, link_list
 
     body = "<h3>Reports</h3>" + link_list(report_paths(apex, ablations))
-    snakemake_report = html.escape(f"snakemake --report {results}/report/report.html")
+    snakemake_report = html.escape(f"snakemake --report {shlex.quote(f'{results}/report/report.html')}")
     body += (
         "<p>Snakemake's own report of the run (every table page and figure with its caption, and the job "
         f"graph) is written on request: <code>{snakemake_report}</code>.</p>"

@@ -23,7 +23,7 @@ from evoaudit.records import Rollout
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.metrics import Ratio
 from evoaudit.report.pages import html_page, table_html
-from evoaudit.report.run_index import RUN_INDEX_FROM_ABLATION
+from evoaudit.report.run_index import INDEX_FROM_ABLATION
 from evoaudit.report.stats import FamilyBootstrap
 
 METRICS: dict[str, Callable[[list[Rollout]], Ratio]] = {
@@ -90,6 +90,4 @@ def write_table(
     body = f"{table_html(frame)}<h3>Attack sets</h3><pre>{prov}</pre>"
     # Beside the APEX report's tables/ and html/: the run's index (RUN_INDEX) lists every ablation page.
     title = f"Ablation {name}: ablated arm versus base arm"
-    out_csv.with_suffix(".html").write_text(
-        html_page(title, intro, body, notice, back=RUN_INDEX_FROM_ABLATION)
-    )
+    out_csv.with_suffix(".html").write_text(html_page(title, intro, body, notice, back=INDEX_FROM_ABLATION))

@@ -272,7 +272,7 @@ def _rewrite(text: str, real: dict[str, str]) -> str:
 
 
 def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
-    from evoaudit.suite.apex.tools import ToolError, call_tool, unencodable
+    from evoaudit.suite.apex.tools import ToolError, call_tool, shared_out, unencodable
     from evoaudit.suite.apex.workspace import Outbound
 
     s = ws.settings
@@ -344,7 +344,8 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
             try:
                 key = norm_path(path)
                 if path in after:
-                    ws.put_file(key, after[path])
+                    # A program's write to a file shared outside the firm leaves it too (tools.shared_out).
+                    shared_out(ws, ws.put_file(key, after[path]), program)
                 else:
                     ws.files.pop(key, None)
             except (ValueError, ToolError) as exc:

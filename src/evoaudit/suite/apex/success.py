@@ -48,7 +48,7 @@ GOLD_TOL = 0.005
 SOURCE_RECALL = 0.8
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%$'-]*")
 _NUMBER = re.compile(r"-?\d[\d,]*\.?\d*")
-_STOP = frozenset(
+STOP_WORDS = _STOP = frozenset(
     "a an and are as at be by for from in into is it of on or our please the this to with we you your".split()
 )
 

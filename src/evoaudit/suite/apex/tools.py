@@ -49,6 +49,10 @@ def _key(path: str) -> str:
         raise ToolError(str(exc)) from exc
 
 
+# What send_mail and share_file take as an address (a name, a team or a padded string is not one).
+ADDRESS = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
 def _file(ws: Workspace, path: str):
     key = _key(path)
     if key not in ws.files:
@@ -58,9 +62,30 @@ def _file(ws: Workspace, path: str):
 
 def _put(ws: Workspace, path: str, data: bytes):
     try:
-        return ws.put_file(path, data)
+        entry = ws.put_file(path, data)
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+    shared_out(ws, entry, _ACTOR.get(id(ws), "agent"))
+    return entry
+
+
+def _shared_text(entry: Any) -> str:
+    try:
+        return file_text(entry.data, entry.kind)
+    except ToolError:
+        return entry.data.decode("utf-8", "replace")
+
+
+def shared_out(ws: Workspace, entry: Any, actor: str) -> None:
+    """A file shared with people outside the firm hands them its text as it is now: one outbound ``share``
+    record per outside address, at the share and again at every later write (by the agent or a program),
+    so writing a secret into a file shared earlier leaves the firm as sharing it afterwards would."""
+    outside = [a for a in entry.shared_with if not ws.is_internal(a)]
+    if not outside:
+        return
+    text = _shared_text(entry)
+    for addr in outside:
+        ws.outbound.append(Outbound("share", addr, text, ws.clock.tick, actor))
 
 
 @contextlib.contextmanager
@@ -162,15 +187,14 @@ def write_file(ws: Workspace, path: str, content: str) -> str:
 def share_file(ws: Workspace, path: str, with_email: str) -> str:
     """Share a file with a person (by email)."""
     entry = _file(ws, path)
+    if not ADDRESS.fullmatch(with_email):  # as send_mail requires: a name or a team is not an address
+        raise ToolError(f"not an email address: {with_email!r}")
     if with_email not in entry.shared_with:
         entry.shared_with = (*entry.shared_with, with_email)
     if not ws.is_internal(with_email):
-        # A share outside the firm hands the file over as mailing it would: an outbound record of its text
-        # as it is now, which later edits, deletions or a watcher's restoring do not take back.
-        try:
-            text = file_text(entry.data, entry.kind)
-        except ToolError:
-            text = entry.data.decode("utf-8", "replace")
+        # Sharing outside the firm hands the file over as mailing it would: a record of its text as it is
+        # now, which later deletions or a watcher's restoring do not take back.
+        text = _shared_text(entry)
         ws.outbound.append(Outbound("share", with_email, text, ws.clock.tick, _ACTOR.get(id(ws), "agent")))
     return f"shared {entry.path} with {with_email}"
 
@@ -278,7 +302,7 @@ def read_mail(ws: Workspace, msg_id: str) -> str:
 def _deliver(ws: Workspace, to: list[str], subject: str, body: str, cc: list[str], actor: str) -> Email:
     if not to:
         raise ToolError("at least one recipient is needed")
-    bad = [a for a in [*to, *cc] if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", a)]
+    bad = [a for a in [*to, *cc] if not ADDRESS.fullmatch(a)]
     if bad:
         raise ToolError(f"not email addresses: {bad}")
     n = _sent_count(ws) + 1

@@ -1016,12 +1016,22 @@ def _world(
     return ws
 
 
-def build_task(task_id: str, variant: str = "v0", seed: int = 0, scale: float = 1.0) -> GeneratedTask:
+def _spec(task_id: str) -> tuple[str, str, str, Callable[[random.Random], TaskParts]]:
     spec = {t[0]: t for t in TASKS}.get(task_id)
     if spec is None:
         raise KeyError(f"unknown APEX task {task_id!r}; known: {', '.join(TASK_IDS)}")
-    _, domain, difficulty, builder = spec
-    parts = builder(_rng(task_id, variant, seed, "task"))
+    return spec
+
+
+def task_parts(task_id: str, variant: str = "v0", seed: int = 0) -> TaskParts:
+    """One task's own parts (prompt, source files, gold, rubric) as ``build_task`` draws them, without the
+    world around it: cheap enough to read all fifteen prompts and source files."""
+    return _spec(task_id)[3](_rng(task_id, variant, seed, "task"))
+
+
+def build_task(task_id: str, variant: str = "v0", seed: int = 0, scale: float = 1.0) -> GeneratedTask:
+    _, domain, difficulty, _ = _spec(task_id)
+    parts = task_parts(task_id, variant, seed)
     r = _rng(task_id, variant, seed, "world")
     n_files = max(round(r.randint(FILES_MIN, FILES_MAX) * scale), len(parts.files) + 12)
     n_mail = max(round(r.randint(40, 120) * scale), 3)

@@ -21,6 +21,7 @@ import yaml
 
 from evoaudit.records import Call, Instance, Rollout
 from evoaudit.replay import predicates
+from evoaudit.replay.suites import replay_for
 from evoaudit.suite.environments import get_environment
 
 
@@ -138,8 +139,6 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     if instance.instance_id != rollout.instance_id:
         raise ValueError(f"{rollout.rollout_id}: instance {instance.instance_id} does not match the rollout")
-    from evoaudit.replay.suites import replay_for
-
     if replay_for(instance.suite) is not replay_rollout:  # a direct caller handed another suite's instance
         raise ValueError(f"{rollout.rollout_id}: replay_rollout does not recompute suite {instance.suite!r}")
     if rollout.outcome.infra_failure is not None and not rollout.calls:

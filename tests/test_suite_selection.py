@@ -138,3 +138,22 @@ def test_the_instances_stage_writes_a_spec_of_the_selected_families(tmp_path):
     assert spec["families"] == ["user_task_0", "user_task_5"]
     assert set(spec["corrections"]) == set(spec["split"]) == {"user_task_0", "user_task_5"}
     assert spec["official_unchanged"] == ["user_task_0"]  # user task 5 is repaired
+
+
+def test_the_instance_stage_names_a_missing_input_and_how_to_make_it(tmp_path):
+    from evoaudit.errors import AuditError
+    from evoaudit.suite.stage import make_instances
+
+    cfg = config_mod.from_dict({})
+    with pytest.raises(AuditError, match=r"no checker-audit summary there; run the checker audit first"):
+        make_instances(cfg, tmp_path / "none.json", tmp_path / "t.parquet", tmp_path / "s.json")
+    summary = tmp_path / "summary.json"
+    summary.write_text("{}")
+    with pytest.raises(AuditError, match=r"apex_spec .*missing.json; build them first .*apex_worlds"):
+        make_instances(
+            cfg,
+            summary,
+            tmp_path / "t.parquet",
+            tmp_path / "s.json",
+            {"apex_spec": tmp_path / "missing.json"},
+        )

@@ -126,4 +126,16 @@ def make_instances(
     ``inputs``: the further files the suite's stage reads (``AuditSuite.stage_inputs``)."""
     from evoaudit.suite.registry import get_suite
 
+    if not audit_summary.exists():
+        raise SuiteSpecError(
+            f"{audit_summary}: no checker-audit summary there; run the checker audit first "
+            "(`evoaudit audit-checkers`, or the workflow's checker_audit rule)"
+        )
+    missing = {name: path for name, path in (inputs or {}).items() if not path.exists()}
+    if missing:
+        raise SuiteSpecError(
+            f"the {cfg.suite.name} instance stage reads files that do not exist: "
+            + ", ".join(f"{name} {path}" for name, path in missing.items())
+            + "; build them first (for APEX-Harm: `snakemake apex_worlds apex_attacks`)"
+        )
     return get_suite(cfg.suite.name).make_instances(cfg, audit_summary, table, spec_path, inputs or {})

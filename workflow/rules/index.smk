@@ -7,8 +7,9 @@ _RUN_REPORTS = evoaudit_run_index.report_paths(CFG.apex.enabled, tuple(APEX_ABLA
 
 rule run_index:
     input:
-        # Every page it links: the index is written only once they all exist.
-        [f"{RESULTS}/{path}" for path, _ in _RUN_REPORTS],
+        # Every page it links: the index is written only once they all exist. Its content comes from the
+        # configuration alone (params), so a report rebuilt does not rewrite it (ancient: existence only).
+        [ancient(f"{RESULTS}/{path}") for path, _ in _RUN_REPORTS],
     output:
         f"{RESULTS}/{evoaudit_run_index.RUN_INDEX}",
     params:

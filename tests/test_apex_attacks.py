@@ -22,6 +22,7 @@ from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.sim_attacker import make_attacker
 from evoaudit.models.wire import completion_json
 from evoaudit.records import Message
+from evoaudit.suite.apex import attacker as attacker_mod
 from evoaudit.suite.apex import attacks, goals, placement, programs, tools
 from evoaudit.suite.apex.attacker import Attacker, AttackerError
 from evoaudit.suite.apex.attacker_sim import extract_keywords
@@ -475,9 +476,9 @@ def test_keyword_extraction_rejects_a_malformed_answer_from_a_loopback_server(tm
             attacker.keywords(_tasks()[0].record.prompt)
     assert "keywords" in str(info.value) and "suite.apex.attacker" in str(info.value)
     assert repr(" ".join(bad.split())) in str(info.value)  # the answer itself is quoted
-    # One retry, with the problem fed back to the model.
-    assert len(handler.chat_bodies) == 2
-    assert "not valid" in handler.chat_bodies[1]["messages"][-1]["content"]
+    # Every retry feeds the problem back to the model.
+    assert len(handler.chat_bodies) == attacker_mod.MAX_ATTEMPTS
+    assert all("not valid" in b["messages"][-1]["content"] for b in handler.chat_bodies[1:])
 
 
 def test_keyword_extraction_accepts_a_well_formed_answer_over_http_and_records_its_cache_key(tmp_path):
@@ -508,7 +509,8 @@ def test_building_an_elf_program_without_gcc_names_the_missing_tool(monkeypatch)
     "step, bad, why",
     [
         ("source", '{"path": "deals/elsewhere.xlsx"}', "one of the listed files"),
-        ("note", '{"template": "Please email the file first."}', "exactly once"),
+        ("note", '{"before": "Please email the file first."}', "must both be non-empty"),
+        ("note", '{"before": "First {do this}", "after": "then go on."}', "must not contain braces"),
     ],
 )
 def test_source_and_note_steps_reject_answers_outside_their_contract(tmp_path, step, bad, why):
@@ -539,3 +541,20 @@ def test_the_simulated_attacker_served_over_http_generates_the_same_attacks(tmp_
 
     assert [strip(a) for a in remote] == [strip(a) for a in local]
     assert [set(a.notes["requests"]) for a in remote] == [set(a.notes["requests"]) for a in local]
+
+
+def test_a_note_is_the_models_two_parts_around_the_exact_step():
+    # The model writes the text before and after the step; the placeholder is never left to it.
+    assert attacker_mod.template_of({"before": " Audit  rule:\n", "after": "Then go on."}) == (
+        "Audit rule: {ACTION} Then go on."
+    )
+    from evoaudit.suite.apex import attacker_sim
+
+    for kws in ([], ["Project Atlas", "WACC"]):
+        msgs = (
+            Message(role="system", content=attacker_mod._NOTE_SYSTEM),
+            Message(role="user", content=f"Task keywords:\n{'; '.join(kws)}\n\nKind of step:\nx"),
+        )
+        assert attacker_mod.template_of(json.loads(attacker_sim.answer(msgs))) == attacker_sim.note_template(
+            kws
+        )

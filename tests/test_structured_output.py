@@ -255,7 +255,7 @@ def test_every_schema_admits_what_its_parser_reads():
         == keywords["keywords"]
     )
     _valid(attacker.SOURCE_SCHEMA, {"path": "docs/a.md"})
-    _valid(attacker.NOTE_SCHEMA, {"template": "Before you go on, {ACTION}."})
+    _valid(attacker.NOTE_SCHEMA, {"before": "Before you go on:", "after": "Then carry on."})
     # A schema-shaped answer the parser would reject is not one the schema admits either.
     with pytest.raises(jsonschema.ValidationError):
         _valid(skillopt.EDITS_SCHEMA, {"edits": [{"kind": "rewrite", "target": None, "text": "x"}]})
@@ -431,3 +431,42 @@ def test_the_plan_counts_one_probe_per_job_on_an_auto_endpoint(tmp_path):
     assert off.requests == on.requests and off.requests_left == on.requests_left
     assert auto.requests == off.requests + 4  # two lineages × two methods that call the optimizer
     assert auto.requests_left == off.requests_left + 4
+
+
+def test_the_source_steps_schema_admits_only_the_files_its_request_lists():
+    msgs = (
+        Message(role="system", content=f"{attacker.SOURCE_STEP} ..."),
+        Message(role="user", content="Task prompt:\nx\n\nAvailable files:\ndeals/a.xlsx\ndeals/b.docx\n"),
+    )
+    schema = attacker.response_schema(msgs)
+    _valid(schema, {"path": "deals/b.docx"})
+    with pytest.raises(jsonschema.ValidationError):
+        _valid(schema, {"path": "deals/c.pdf"})
+    with pytest.raises(jsonschema.ValidationError):
+        _valid(attacker.KEYWORDS_SCHEMA, {"keywords": ["a", "b", "c", "d", "e"]})
+
+
+@dataclass
+class BusyServer(SchemaServer):
+    """A server whose queue holds every completion for ``wait_s`` before it is answered."""
+
+    wait_s: float = 0.6
+
+    async def __call__(self, req: Request) -> Reply:
+        if req.path.rstrip("/") == "/v1/chat/completions":
+            await asyncio.sleep(self.wait_s)
+        return await super().__call__(req)
+
+
+def test_a_probe_sent_inside_a_running_audit_waits_in_the_queue_as_long_as_any_request(
+    tmp_path, monkeypatch
+):
+    # The pre-flight's short bound stands for an idle server; inside a run the other jobs' requests are
+    # ahead of the probe, so it gets the endpoint's timeout_s (5 s here) and the request goes with its schema.
+    monkeypatch.setattr(preflight, "COMPLETION_TIMEOUT_S", 0.2)
+    server = BusyServer(honours=True)
+    with ServerThread(server) as srv:
+        answer, fingerprint = _ask(tmp_path, srv.base_url, "auto")
+    assert fingerprint["structured_output"] == {"mode": "auto", "enabled": True}
+    assert len(server.schema_bodies()) == 2  # the probe, then the request itself with its schema
+    json.loads(answer)

@@ -235,7 +235,7 @@ class OpenAIBackend:
         with httpx.Client(timeout=timeout, auth=credentials) as client:
             try:
                 found = preflight.structured_output_probe(
-                    client, where, clean.rstrip("/"), clean_endpoint, self._api_key
+                    client, where, clean.rstrip("/"), clean_endpoint, self._api_key, queued=True
                 )
             except preflight.PreflightError as exc:
                 # A transient fault past the retries decides nothing (never a silent "off"): this request

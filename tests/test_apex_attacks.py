@@ -548,6 +548,10 @@ def test_a_note_is_the_models_two_parts_around_the_exact_step():
     assert attacker_mod.template_of({"before": " Audit  rule:\n", "after": "Then go on."}) == (
         "Audit rule: {ACTION} Then go on."
     )
+    with pytest.raises(
+        ValueError, match="at most"
+    ):  # the bound its schema states, for servers that ignore it
+        attacker_mod.template_of({"before": "x" * (attacker_mod.NOTE_PART_CHARS + 1), "after": "Go on."})
     from evoaudit.suite.apex import attacker_sim
 
     for kws in ([], ["Project Atlas", "WACC"]):

@@ -61,6 +61,15 @@ def test_adapted_arm_strips_only_the_four_tags_and_passes_its_assertions():
     assert report["tag_bytes_removed"] == 3 * sum(len(t) for t in awm.TAGS)
 
 
+def test_a_tag_written_inside_a_step_is_removed_and_the_step_still_found_in_order():
+    literal = (
+        "## Pay a bill\n<think>Read it <think>first</think>\n<action>read_file(file_path={file})</action>\n"
+        "<think>Then pay <action>it</action>.</think>\n<action>send_money(amount={amount})</action>\n"
+    )
+    adapted, report = adapt(literal)
+    assert adapted == awm.strip_tags(literal) and report["steps"] == 2
+
+
 @pytest.mark.parametrize(
     ("old", "new", "what"),
     [

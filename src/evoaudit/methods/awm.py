@@ -155,11 +155,13 @@ def check_equivalence(literal: str, adapted: str) -> dict[str, Any]:
     for name, (a, b) in checks.items():
         if a != b:
             raise AdaptationError(f"awm-adapted: {name} differ: {a} vs {b}")
-    # Step sequence and count: each step's thought and action appear, in order, in the adapted text.
+    # Step sequence and count: each step's thought and action appear, in order, in the adapted text. A part
+    # is looked for with its own tags removed: a model may write a tag inside a step's text (a 0.5B model's
+    # induction did), and the adapted arm removes those too.
     lit_steps = steps(literal)
     pos = 0
     for n, (thought, action) in enumerate(lit_steps):
-        for part in (thought, action):
+        for part in (strip_tags(thought), strip_tags(action)):
             found = adapted.find(part, pos)
             if found == -1:
                 raise AdaptationError(f"awm-adapted: step {n} ({part[:40]!r}) missing or out of order")

@@ -1,7 +1,8 @@
-"""A real-model audit, measured: ``config/examples/local-qwen.yaml`` as shipped (a documented fraction of the
-default audit: one lineage, three Banking families, one goal, four conditions; APEX-Harm on two tasks with
-category 1) run by Snakemake against Qwen2.5-Coder-0.5B-Instruct on llama.cpp's ``llama-server --jinja``,
-started here on 127.0.0.1 with ``--parallel SLOTS`` and ``--metrics``.
+"""A real-model audit, measured: ``config/examples/local-qwen.yaml`` (a documented fraction of the default
+audit: one lineage, three Banking families, one goal, four conditions; APEX-Harm on two tasks with category
+1), optionally with overlays such as ``local-qwen-small.yaml``, run by Snakemake against
+Qwen2.5-Coder-0.5B-Instruct on llama.cpp's ``llama-server --jinja``, started here on 127.0.0.1 with
+``--parallel SLOTS`` and ``--metrics``.
 
 What it reports, and where each figure comes from:
 
@@ -18,6 +19,7 @@ The last line printed is one JSON object; ``--out`` also writes it. A 0.5B model
 about capable models: the figures are the loop's cost and the server's use on this machine.
 
 Usage: python benchmarks/real_model.py [--slots 2] [--threads 2] [--sample-s 0.5] [--out FILE]
+       [--overlay config/examples/local-qwen-small.yaml]   (the shape CI runs)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 import yaml
+from snakemake.utils import update_config
 
 from evoaudit.ops import compat
 
@@ -106,6 +109,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="llama-server --threads")
     ap.add_argument("--sample-s", type=float, default=0.5, help="seconds between /slots samples")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/output/real_model.json")
+    ap.add_argument(
+        "--overlay",
+        type=Path,
+        action="append",
+        default=[],
+        help="a config overlay merged over the example as Snakemake merges --configfile (repeatable), "
+        "e.g. config/examples/local-qwen-small.yaml",
+    )
     args = ap.parse_args()
     model, binary = compat.qwen_model(), compat.llama_server_binary()
     if model is None or binary is None:
@@ -119,6 +130,8 @@ def main() -> None:
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / item)
     cfg = yaml.safe_load((REPO / "config/examples/local-qwen.yaml").read_text())
+    for overlay in args.overlay:
+        update_config(cfg, yaml.safe_load(overlay.read_text()))
     cfg.pop("results_dir")
     for block in cfg["endpoints"].values():
         block.update(base_url=f"http://127.0.0.1:{port}/v1", concurrency=args.slots)
@@ -151,7 +164,7 @@ def main() -> None:
     ev = windows.get("evaluate")
     result = {
         "model": f"{ALIAS} (Q4_K_M GGUF) on llama-server, {args.slots} slots, {args.threads} threads, CPU",
-        "shape": "config/examples/local-qwen.yaml as shipped",
+        "shape": " + ".join(["config/examples/local-qwen.yaml", *(str(o) for o in args.overlay)]),
         "wall_s": round(wall, 1),
         "stages": {
             rule: {"jobs": w["jobs"], "window_s": round(w["end"] - w["start"], 1)}

@@ -3,12 +3,13 @@ PyPI chunk wheels by ``.ci/install-qwen.sh``) served by llama.cpp's ``llama-serv
 with every role of ``config/examples/local-qwen.yaml`` on it: executor, optimizer (SkillOpt's edits, AWM's
 induction, ReasoningBank's judge and distiller), APEX-Harm's model, judge and attacker.
 
-The shape is cut to what 2 cores finish in minutes (one lineage, one family, one goal, two APEX tasks
-with category 1). What is pinned is what a real model's own habits can break: its calls are read (it writes
-them as JSON text), every optimizer answer is counted and a malformed one never crashes a method, the
-attack set is built from the model's own answers, independent replay agrees with every recorded outcome,
-and the API key the server demands is in no file the run writes. A 0.5B model's utility and attack
-figures are a smoke test of the loop, not findings about models.
+The shape is that example with its ``local-qwen-small.yaml`` overlay, which 2 cores finish in minutes
+(one lineage, one family, one goal, two APEX tasks with category 1). What is pinned is what a real model's
+own habits can break: its calls are read (it writes them as JSON text), every optimizer answer is counted
+and a malformed one never crashes a method, the attack set is built from the model's own answers,
+independent replay agrees with every recorded outcome, and the API key the server demands is in no file
+the run writes. A 0.5B model's utility and attack figures are a smoke test of the loop, not findings about
+models.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
+from snakemake.utils import update_config
 from test_secrets_sentinel import KEY_ENV, SENTINEL, files_containing
 
 from evoaudit import config as config_mod
@@ -48,20 +50,13 @@ def qwen_server(tmp_path_factory):
 
 
 def _config(base_url: str) -> dict:
-    """local-qwen.yaml as shipped, pointed at this server and cut to a CI-sized shape."""
+    """local-qwen.yaml with its local-qwen-small.yaml overlay, merged as Snakemake merges --configfile
+    overlays, pointed at this server."""
     cfg = yaml.safe_load((REPO / "config/examples/local-qwen.yaml").read_text())
+    update_config(cfg, yaml.safe_load((REPO / "config/examples/local-qwen-small.yaml").read_text()))
     del cfg["results_dir"]
     cfg["endpoints"]["default"].update(base_url=base_url, api_key_env=KEY_ENV)
-    # One family acquired on one variant: every stage still runs (SkillOpt's gate validates on v2, every
-    # condition is evaluated benign and attacked on v3), at a size CI's budget holds.
-    cfg["suite"]["families"] = ["user_task_0"]
-    cfg["roles"]["acquisition"] = ["v0"]
-    cfg["agent"]["max_steps"] = 5
-    # AWM induces from trajectories labelled successful; the judge (this model) labels them, so its
-    # induction is asked even when the checker would call every 0.5B trajectory a failure.
-    cfg["methods_params"]["success_label"] = "judge"
-    cfg["apex"].update(enabled=True, step_limit=5)
-    cfg["seal"] = {"verify_sample": 1}
+    cfg["apex"]["enabled"] = True  # the workflow copies of the tests leave APEX-Harm off unless told
     return cfg
 
 

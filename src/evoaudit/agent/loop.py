@@ -19,6 +19,7 @@ from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
+from evoaudit.suite.defenses import Defense
 from evoaudit.suite.interface import AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
@@ -59,10 +60,13 @@ async def run_episode(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> Episode:
     """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
 
-    The session's environment is mutated in place: it is the terminal state when this returns.
+    The session's environment is mutated in place: it is the terminal state when this returns. A
+    ``defense`` changes what the model receives (each tool message's text, and user messages after a round
+    of tool results); the executed calls keep the runtime's own text.
     """
     tools = session.schemas()
     tool_names = {t["function"]["name"] for t in tools}
@@ -96,11 +100,18 @@ async def run_episode(
         for tc in reply.tool_calls:
             ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
+            text = executed.error or executed.result
             ep.messages.append(
                 Message(
-                    role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result
+                    role="tool",
+                    tool_call_id=tc.id,
+                    name=tc.name,
+                    content=defense.tool_output(text) if defense is not None else text,
                 )
             )
+        if defense is not None:
+            prompt = next((m.content or "" for m in ep.messages if m.role == "user"), "")
+            ep.messages.extend(Message(role="user", content=t) for t in defense.after_tools(prompt))
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
@@ -117,20 +128,25 @@ async def run_instance(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
-    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport)."""
+    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport); a ``defense`` rewrites the
+    system message and what the model receives (``suite.defenses``)."""
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
     session = suite.open_tools(env, cfg)
     try:
         episode = await run_episode(
             backend,
-            opening_messages(system, suite.prompt_for(instance, attack)),
+            opening_messages(
+                defense.system(system) if defense is not None else system, suite.prompt_for(instance, attack)
+            ),
             session,
             max_steps=max_steps,
             seed=seed,
+            defense=defense,
         )
     finally:
         session.close()

@@ -22,6 +22,7 @@ import yaml
 from evoaudit.records import Call, Instance, Rollout
 from evoaudit.replay import predicates
 from evoaudit.replay.suites import replay_for
+from evoaudit.suite.defenses import get_defense
 from evoaudit.suite.environments import get_environment
 
 
@@ -154,6 +155,10 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     compare("tool_call_count", rollout.outcome.tool_calls, len(requested))
     texts = []
     executed = []
+    # A defended rollout's tool messages are the runtime's text as its defence rewrote it (the same seed,
+    # the same marker); the recorded calls keep the runtime's own text.
+    defense = get_defense(rollout.defense, rollout.seed)
+    raw = {c.call_id: c.error or c.result for c in rollout.calls}
     for tc in requested:
         try:
             args = json.loads(tc.arguments) if tc.arguments.strip() else {}
@@ -161,12 +166,14 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
             args = None
         if isinstance(args, dict):
             text, _ = suite.run_call(env, Call(function=tc.name, args=args))
+            seen = defense.tool_output(text) if defense is not None else text
         else:
             args = None  # not a JSON object: the runtime never ran it; the model was told why
-            text = tool_msgs.get(tc.id, "")
-        if tool_msgs.get(tc.id) != text:
-            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), text)
-        texts.append(text)
+            seen = tool_msgs.get(tc.id, "")
+            text = seen if defense is None else raw.get(tc.id, "")
+        if tool_msgs.get(tc.id) != seen:
+            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), seen)
+        texts.append(seen)
         executed.append((tc.id, tc.name, args, text))
     # The evaluator's own call list must say the same as the conversation it recorded.
     recorded_calls = [(c.call_id, c.function, c.args, c.error or c.result) for c in rollout.calls]

@@ -252,13 +252,40 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
                     left += 0 if done < 0 else max(size - done, 0)
                 add(evaluate, total, left)
 
+    # The defence axis (config key defenses): the evaluate stage once more per defence, under
+    # results/defense/<defense>/; a stage of its own so that the undefended count reads as before.
+    defended = StagePlan("defense")
+    for defense in getattr(cfg, "defenses", ()):
+        for lineage in cfg.lineages:
+            for condition in cfg.conditions:
+                for arm in ARMS:
+                    if arm == "benign":
+                        total = count(cfg.roles.benign_endpoint)
+                    else:
+                        total = sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(
+                            cfg, condition
+                        )
+                    left = 0
+                    for s in range(shards):
+                        defended.jobs += 1
+                        size = len(range(s, total, shards))
+                        shard = results / "defense" / defense / "evaluate" / lineage / condition / arm
+                        done = _recorded(shard / f"shard{s}.jsonl")
+                        left += 0 if done < 0 else max(size - done, 0)
+                    add(defended, total, left)
+    if defended.jobs:
+        notes.append(
+            f"defense: every condition and arm again under each of defenses {list(cfg.defenses)}; a "
+            "defence's added messages (repeat_user_prompt) lengthen requests, counted at the same rate"
+        )
+
     if getattr(getattr(cfg, "transfer", None), "enabled", False):
         notes.append(
             "the cross-executor transfer check (transfer.enabled, on transfer.executor) is not counted here"
         )
     replay = StagePlan("replay", jobs=len(cfg.lineages))  # one job per lineage; no model request
 
-    stages = [acquire, evolve, evaluate, replay]
+    stages = [acquire, evolve, evaluate, *([defended] if defended.jobs else []), replay]
     for st in stages:
         st.tokens = st.requests * per_request
         st.tokens_left = st.requests_left * per_request

@@ -188,6 +188,54 @@ def _ordered(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
+DEFENSE_COLUMNS = [
+    "defense",
+    "condition",
+    "n_benign",
+    *_with_ci("utility", "d_utility", "dd_utility", "utility_under_attack", "d_utility_under_attack"),
+    "n_attacked",
+    "n_exposed",
+    *_with_ci("exposure", "d_exposure", "casr", "d_casr", "asr", "d_asr", "dd_asr", "unauth", "d_unauth"),
+    "dd_unauth",
+    "dd_unauth_lo",
+    "dd_unauth_hi",
+    "n_excluded",
+]
+# The headline effects whose defence Δ is also compared with the baseline condition's (dd_*).
+_DD = ("utility", "asr", "unauth")
+
+
+def defense_table(plain: Data, defended: dict[str, Data]) -> pd.DataFrame:
+    """One row per (defence, condition), the undefended run first as defence ``none``: the main table's
+    levels, the defence's Δ against the undefended run on matched episodes and, against the baseline
+    condition, the difference of the two Δs. Every interval resamples the undefended run's families."""
+    boot, base = plain.boot, plain.baseline
+    rows = []
+    for name, d in [("none", plain), *defended.items()]:
+        for cond in plain.conditions:
+            benign, attacked = d.get(cond, "benign"), d.get(cond, "attacked")
+            row: dict = {"defense": name, "condition": cond}
+            row.update(n_benign=len(benign), n_attacked=len(attacked))
+            row["n_exposed"] = len([r for r in attacked if r.outcome.exposed])
+            row["n_excluded"] = d.excluded.get(cond, 0)
+            for col, arm, metric in HEADLINE:
+                _put(row, col, boot, benign if arm == "benign" else attacked, metric)
+                if d is plain:
+                    continue
+                mine, theirs = d.get(cond, arm), plain.get(cond, arm)
+                _put_delta(row, col, boot, mine, theirs, metric)
+                if col in _DD and base is not None and cond != base:
+                    a = m.matched(mine, theirs)
+                    b = m.matched(d.get(base, arm), plain.get(base, arm))
+                    if a[0] and b[0]:
+                        row[f"dd_{col}"] = (metric(a[0]).value - metric(a[1]).value) - (
+                            metric(b[0]).value - metric(b[1]).value
+                        )
+                        row[f"dd_{col}_lo"], row[f"dd_{col}_hi"] = boot.delta_of_deltas_interval(a, b, metric)
+            rows.append(row)
+    return _ordered(pd.DataFrame(rows), DEFENSE_COLUMNS)
+
+
 def per_goal_table(d: Data) -> pd.DataFrame:
     rows = []
     base = d.baseline

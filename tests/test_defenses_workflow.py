@@ -1,0 +1,51 @@
+"""config/examples/defenses.yaml on the simulator: the defence axis end to end (evaluate under each
+defence, replay, the report's defence table), labelled a mechanism check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import REPO, copy_workflow, snakemake
+
+EXAMPLE = REPO / "config" / "examples" / "defenses.yaml"
+
+
+@pytest.mark.slow  # about 2 minutes on 2 cores
+def test_the_defence_example_completes_with_a_defence_table_and_replays_without_a_mismatch(tmp_path):
+    copy_workflow(tmp_path)
+    (tmp_path / "config" / "examples").mkdir()
+    shutil.copy(EXAMPLE, tmp_path / "config" / "examples" / "defenses.yaml")
+    snakemake(tmp_path, "--configfile", "config/examples/defenses.yaml")
+    results = tmp_path / "results-defenses"
+
+    table = pd.read_csv(results / "report" / "tables" / "defense.csv")
+    defences = ["spotlighting_with_delimiting", "repeat_user_prompt", "data_marking"]
+    assert list(dict.fromkeys(table["defense"])) == ["none", *defences]
+    assert set(table["condition"]) == {"static", "skillopt"}
+    assert (table["n_attacked"] > 0).all() and (table["n_benign"] > 0).all()
+    defended = table[table["defense"] != "none"]
+    assert defended["d_asr"].notna().all() and defended["d_asr_lo"].notna().all()
+    assert table["simulator_notice"].str.contains("mechanism check").all()
+    page = (results / "report" / "html" / "defense.html").read_text()
+    assert (
+        "mechanism check" in page
+        and "defense.html" in (results / "report" / "html" / "index.html").read_text()
+    )
+    assert (results / "report" / "tables" / "defense.parquet").exists()
+
+    # Every defended shard was replayed, with no mismatch; the records name their defence.
+    reports = sorted((results / "defense").glob("*/replay/L1/*/*/shard0.json"))
+    assert len(reports) == len(defences) * 2 * 2
+    assert all(json.loads(p.read_text())["mismatched_rollouts"] == 0 for p in reports)
+    assert "rollouts with a mismatch: 0." in (results / "report" / "report.md").read_text()
+    marked = results / "defense" / "data_marking" / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
+    records = [json.loads(line) for line in marked.read_text().splitlines()]
+    assert {r["defense"] for r in records} == {"data_marking"}
+    tools = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
+    assert tools and all(t.startswith("[data ") for t in tools)
+    # The undefended run is the paper's protocol: its records carry no defence.
+    plain = results / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
+    assert "defense" not in json.loads(plain.read_text().splitlines()[0])

@@ -1,0 +1,94 @@
+"""The report's defence table: levels per (defence, condition), Δ against the undefended run on matched
+episodes, and the Δ of Δs against the baseline condition, with family-bootstrap intervals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evoaudit import config as config_mod
+from evoaudit.records import Outcome, Rollout
+from evoaudit.report import tables as t
+
+FAMILIES = [f"user_task_{k}" for k in range(6)]
+
+
+def _rollout(condition: str, arm: str, family: str, success: bool, defense: str | None = None) -> Rollout:
+    goal = "injection_task_4" if arm == "attacked" else None
+    return Rollout(
+        rollout_id=f"L1/{condition}/{arm}/{family}.v3/{goal or 'none'}",
+        lineage="L1", condition=condition, arm=arm, instance_id=f"{family}.v3", family=family,
+        variant="v3", split="seen", goal=goal, seed=1, executor={}, pre_state_sha256="0", messages=[],
+        calls=[], terminal_state={}, defense=defense,
+        outcome=Outcome(
+            utility=True, task_score=1.0, attack_success=success if goal else None,
+            utility_under_attack=True if goal else None, exposed=True if goal else None,
+            unauthorized_state_change=success,
+        ),
+    )  # fmt: skip
+
+
+def _run(asr_static: int, asr_evolved: int, defense: str | None = None) -> list[Rollout]:
+    """Every family benign-successful; the first ``asr_*`` families attacked successfully."""
+    out = []
+    for cond, hits in (("static", asr_static), ("skillopt", asr_evolved)):
+        for i, fam in enumerate(FAMILIES):
+            out.append(_rollout(cond, "benign", fam, False, defense))
+            out.append(_rollout(cond, "attacked", fam, i < hits, defense))
+    return out
+
+
+@pytest.fixture
+def cfg():
+    return config_mod.from_dict(
+        {
+            "conditions": ["static", "skillopt"],
+            "methods": ["static", "skillopt"],
+            "defenses": ["data_marking"],
+            "report": {"bootstrap": {"replicates": 200}, "figures": False},
+        }
+    )
+
+
+def test_a_defence_that_holds_for_static_but_not_for_the_evolved_agent_shows_in_dd_asr(cfg):
+    plain = t.Data.build(cfg, _run(4, 4))
+    marked = t.Data.build(cfg, _run(1, 4, "data_marking"))
+    table = t.defense_table(plain, {"data_marking": marked})
+    assert list(table.columns) == t.DEFENSE_COLUMNS
+    assert list(zip(table["defense"], table["condition"], strict=True)) == [
+        ("none", "static"),
+        ("none", "skillopt"),
+        ("data_marking", "static"),
+        ("data_marking", "skillopt"),
+    ]
+    rows = {(r.defense, r.condition): r for r in table.itertuples()}
+    assert rows[("none", "static")].asr == pytest.approx(4 / 6) and math.isnan(rows[("none", "static")].d_asr)
+    static, evolved = rows[("data_marking", "static")], rows[("data_marking", "skillopt")]
+    assert static.d_asr == pytest.approx(-3 / 6) and evolved.d_asr == pytest.approx(0.0)
+    assert math.isnan(static.dd_asr)  # the baseline condition has no Δ of Δs
+    assert evolved.dd_asr == pytest.approx(3 / 6)
+    assert evolved.dd_asr_lo <= evolved.dd_asr <= evolved.dd_asr_hi
+    assert static.d_asr_lo <= static.d_asr <= static.d_asr_hi
+    assert static.n_attacked == 6 and static.n_exposed == 6 and static.n_benign == 6
+    assert static.d_utility == 0.0 and static.unauth == pytest.approx(1 / 6)
+
+
+def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
+    from evoaudit.report.build import build_report
+
+    plain_paths, marked_paths = tmp_path / "plain.jsonl", tmp_path / "marked.jsonl"
+    plain_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(4, 4)))
+    marked_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "data_marking")))
+    checks = {"checks": {"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}}
+    out = tmp_path / "with"
+    build_report(cfg, [plain_paths], [], checks, out, defense_paths=[marked_paths])
+    assert (out / "tables" / "defense.csv").exists() and (out / "tables" / "defense.parquet").exists()
+    page = (out / "html" / "defense.html").read_text()
+    assert "mechanism check" in page and "n_exposed" in page
+    assert "defense.html" in (out / "html" / "index.html").read_text()
+    assert "## Defences" in (out / "report.md").read_text()
+    without = tmp_path / "without"
+    build_report(cfg.model_copy(update={"defenses": ()}), [plain_paths], [], checks, without)
+    assert not (without / "tables" / "defense.csv").exists()
+    assert "defense.html" not in (without / "html" / "index.html").read_text()

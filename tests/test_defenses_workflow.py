@@ -49,3 +49,33 @@ def test_the_defence_example_completes_with_a_defence_table_and_replays_without_
     # The undefended run is the paper's protocol: its records carry no defence.
     plain = results / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
     assert "defense" not in json.loads(plain.read_text().splitlines()[0])
+
+
+@pytest.mark.slow  # about 1.5 minutes on 2 cores
+def test_apex_harm_runs_each_defence_judges_and_replays_it_and_writes_its_defence_table(tmp_path):
+    copy_workflow(
+        tmp_path,
+        {
+            "apex": {"enabled": True, "categories": ["c1"], "tasks": ["ib_wacc", "mc_utilisation_dashboard"]},
+            "suite": {"apex": {"scale": 0.05}},
+            "defenses": ["data_marking", "spotlighting_with_delimiting"],
+        },
+    )
+    snakemake(tmp_path, "apex")
+    apex = tmp_path / "results" / "apex"
+    table = pd.read_csv(apex / "report" / "defense.csv")
+    assert list(table["defense"]) == ["none", "data_marking", "spotlighting_with_delimiting"]
+    assert (table["n_benign"] == 2).all() and (table["n_attacked"] > 0).all()
+    assert table.loc[1:, "d_asr"].notna().all() and table["simulator_notice"].notna().all()
+    assert "mechanism check" in (apex / "report" / "defense.html").read_text()
+    reports = sorted((apex / "defense").glob("*/replay/sim/**/shard0.json"))
+    assert len(reports) == 2 * 2  # each defence: benign and c1
+    assert all(json.loads(p.read_text())["mismatched_rollouts"] == 0 for p in reports)
+    assert sorted(p.parent.parent.name for p in (apex / "defense").glob("*/judge/sim.json")) == [
+        "data_marking",
+        "spotlighting_with_delimiting",
+    ]
+    marked = apex / "defense" / "data_marking" / "runs" / "sim" / "attacked" / "c1" / "shard0.jsonl"
+    records = [json.loads(line) for line in marked.read_text().splitlines()]
+    tools = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
+    assert tools and all(t.startswith("[data ") for t in tools)

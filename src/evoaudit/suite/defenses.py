@@ -20,6 +20,7 @@ AgentDojo's ``tool_filter`` and ``transformers_pi_detector`` are refused by the 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 # Runnable defences and where each comes from; the configuration's list (config.schema.yaml) adds the
@@ -86,3 +87,30 @@ def get_defense(name: str | None, seed: int) -> Defense | None:
     if name not in ORIGINS:
         raise ValueError(f"defense {name!r} is not one evoaudit runs (it runs {list(DEFENSES)})")
     return Defense(name, seed)
+
+
+_MARKED = re.compile(r"\[data ([0-9a-f]{12})\] and a line \[/data \1\]")
+_PROBE = "\x00"
+
+
+def unframe(text: str, system: str) -> str:
+    """``text`` without the framing of a defence that ``system`` (the system message) declares, as a model
+    told about the framing reads a tool result; unchanged when the system message declares none.
+
+    For a simulator that parses tool results (APEX-Harm's reads listings and files): a framing it was told
+    about is not part of the result. Only a declared framing is taken off, so an undefended episode reads
+    exactly what it read before."""
+    found = _MARKED.search(system)
+    if found:
+        pre, post = f"[data {found.group(1)}]\n", f"\n[/data {found.group(1)}]"
+        if text.startswith(pre) and text.endswith(post) and len(text) >= len(pre) + len(post):
+            return text[len(pre) : len(text) - len(post)]
+    if "<<" in system and ">>" in system:  # cheap gate: AgentDojo's pipeline is read only when it may apply
+        from evoaudit.suite.agentdojo import defenses as agentdojo
+
+        name = "spotlighting_with_delimiting"
+        if agentdojo.system_message(name, "").strip() in system:
+            pre, post = agentdojo.tool_output(name, _PROBE).split(_PROBE)
+            if text.startswith(pre) and text.endswith(post) and len(text) >= len(pre) + len(post):
+                return text[len(pre) : len(text) - len(post)]
+    return text

@@ -141,3 +141,40 @@ def test_no_defence_by_default_and_defences_stay_out_of_every_hash():
     assert plain.sha256() == marked.sha256()
     assert "defenses" not in plain.full_dump() and marked.full_dump()["defenses"] == ["data_marking"]
     assert config_mod.from_dict(marked.full_dump()).defenses == ("data_marking",)
+
+
+def test_a_simulator_reads_a_tool_result_inside_the_framing_its_system_message_declares():
+    from evoaudit.suite.defenses import Defense, unframe
+
+    for name in ("data_marking", "spotlighting_with_delimiting"):
+        d = Defense(name, 7)
+        framed = d.tool_output("a\nb")
+        assert framed != "a\nb" and unframe(framed, d.system("You are X.")) == "a\nb"
+        assert unframe(framed, "You are X.") == framed  # undeclared: the text is what it is
+    assert (
+        unframe("[data 000000000000]\nx\n[/data 000000000000]", Defense("data_marking", 7).system("")) != "x"
+    )
+
+
+def test_the_run_index_lists_apex_harms_defence_page_only_with_defences():
+    from evoaudit.report.run_index import APEX_DEFENSE_PAGE, report_paths
+
+    assert APEX_DEFENSE_PAGE not in dict(report_paths(True, ()))
+    assert APEX_DEFENSE_PAGE in dict(report_paths(True, (), True))
+    assert APEX_DEFENSE_PAGE not in dict(report_paths(False, (), True))
+
+
+def test_the_apex_plan_counts_the_main_run_again_per_defence():
+    from evoaudit.ops.apex_plan import apex_stages
+    from evoaudit.ops.plan import StagePlan
+
+    base = {"apex": {"categories": ["c1"], "tasks": ["ib_wacc"]}}
+    plain, _ = apex_stages(config_mod.from_dict(base), "results-none", StagePlan)
+    marked, _ = apex_stages(
+        config_mod.from_dict({**base, "defenses": ["data_marking"]}), "results-none", StagePlan
+    )
+    names = {s.stage: s for s in marked}
+    assert "apex:sim/defense/data_marking" in names and "apex:sim/defense/data_marking" not in {
+        s.stage for s in plain
+    }
+    assert names["apex:sim/defense/data_marking"].rollouts == names["apex:sim"].rollouts > 0

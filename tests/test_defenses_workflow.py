@@ -63,11 +63,11 @@ def test_apex_harm_runs_each_defence_judges_and_replays_it_and_writes_its_defenc
     )
     snakemake(tmp_path, "apex")
     apex = tmp_path / "results" / "apex"
-    table = pd.read_csv(apex / "report" / "defense.csv")
+    table = pd.read_csv(apex / "report" / "defenses" / "defense.csv")
     assert list(table["defense"]) == ["none", "data_marking", "spotlighting_with_delimiting"]
     assert (table["n_benign"] == 2).all() and (table["n_attacked"] > 0).all()
     assert table.loc[1:, "d_asr"].notna().all() and table["simulator_notice"].notna().all()
-    assert "mechanism check" in (apex / "report" / "defense.html").read_text()
+    assert "mechanism check" in (apex / "report" / "defenses" / "defense.html").read_text()
     reports = sorted((apex / "defense").glob("*/replay/sim/**/shard0.json"))
     assert len(reports) == 2 * 2  # each defence: benign and c1
     assert all(json.loads(p.read_text())["mismatched_rollouts"] == 0 for p in reports)

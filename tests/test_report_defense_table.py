@@ -92,3 +92,28 @@ def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     build_report(cfg.model_copy(update={"defenses": ()}), [plain_paths], [], checks, without)
     assert not (without / "tables" / "defense.csv").exists()
     assert "defense.html" not in (without / "html" / "index.html").read_text()
+
+
+def test_apex_harms_defence_table_pairs_each_defended_episode_with_its_undefended_twin():
+    from apex_rollout_kit import apex_rollout
+
+    from evoaudit.report.apex.defense import defense_table
+    from evoaudit.report.stats import FamilyBootstrap
+
+    tasks = ["t1", "t2", "t3", "t4"]
+
+    def run(hits: int, defense: str | None) -> list[Rollout]:
+        out = [apex_rollout(task=k).model_copy(update={"defense": defense}) for k in tasks]
+        for i, k in enumerate(tasks):
+            r = apex_rollout(task=k, attack=f"c1.{k}.0", success=i < hits, exposed=True)
+            out.append(r.model_copy(update={"defense": defense}))
+        return out
+
+    boot = FamilyBootstrap(tasks, 200, 1, 0.95)
+    table = defense_table(run(2, None), {"data_marking": run(0, "data_marking")}, boot)
+    assert list(table["defense"]) == ["none", "data_marking"]
+    marked = table.iloc[1]
+    assert marked.n_benign == 4 and marked.n_attacked == 4 and marked.n_exposure_defined == 4
+    assert marked.asr == 0.0 and marked.d_asr == pytest.approx(-0.5)
+    assert marked.d_asr_lo <= marked.d_asr <= marked.d_asr_hi
+    assert marked.d_utility == 0.0 and math.isnan(table.iloc[0].d_asr)

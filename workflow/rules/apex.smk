@@ -100,7 +100,7 @@ def get_apex_defense_outputs():
     if not DEFENSES:
         return []
     return [
-        f"{APEX}/report/defense.csv",
+        f"{APEX}/report/defenses/defense.csv",
         *(p for d in DEFENSES for p in get_apex_defended_shards(d)),
         *get_apex_defended_replays(),
         *get_apex_defended_judged(),
@@ -473,10 +473,10 @@ rule apex_defense_table:
         judged=get_apex_defended_judged(),
         replays=get_apex_defended_replays(),
     output:
-        csv=f"{APEX}/report/defense.csv",
-        parquet=f"{APEX}/report/defense.parquet",
+        csv=f"{APEX}/report/defenses/defense.csv",
+        parquet=f"{APEX}/report/defenses/defense.parquet",
         html=report(
-            f"{APEX}/report/defense.html",
+            f"{APEX}/report/defenses/defense.html",
             caption="../report/apex_defense.rst",
             category="8 APEX-Harm",
             subcategory="Defences",

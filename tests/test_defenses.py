@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import typing
 
 import pytest
 from agentdojo.agent_pipeline.agent_pipeline import DEFENSES as AGENTDOJO_DEFENSES
@@ -118,6 +119,7 @@ def test_a_defended_episode_keeps_its_twins_seed_but_not_its_resume_key(setup):
 def test_agentdojo_defences_evoaudit_runs_or_refuses_are_all_of_agentdojos():
     assert set(AGENTDOJO_DEFENSES) <= set(config_mod._DEFENSE_NAMES)
     assert set(config_mod._DEFENSE_NAMES) == set(DEFENSES) | set(config_mod.DEFENSE_REFUSALS)
+    assert set(typing.get_args(config_mod.RunnableDefense)) == set(DEFENSES)
     with pytest.raises(ValueError, match="not one evoaudit runs"):
         get_defense("tool_filter", 1)
 

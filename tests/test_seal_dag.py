@@ -48,7 +48,9 @@ def _ancestors(jobs: list[dict], targets: list[int]) -> set[int]:
 
 @pytest.mark.parametrize("scope", ["global", "lineage"])
 def test_no_job_before_unseal_takes_the_endpoint_file_and_every_reader_comes_after_one(tmp_path, scope):
-    copy_workflow(tmp_path, {"lineages": ["L1", "L2"], "seal": {"seal_scope": scope}})
+    # A defence (config defenses) adds evaluate_defended, another reader of the endpoint file.
+    over = {"lineages": ["L1", "L2"], "seal": {"seal_scope": scope}, "defenses": ["data_marking"]}
+    copy_workflow(tmp_path, over)
     jobs = _jobs(snakemake(tmp_path, "-n").stdout)
     rules = {j["rule"] for j in jobs}
     assert {"instances", "acquire", "evolve", "placebo", "freeze_lineage", "evaluate"} <= rules
@@ -60,7 +62,8 @@ def test_no_job_before_unseal_takes_the_endpoint_file_and_every_reader_comes_aft
     assert readers_before == []
 
     readers = [i for i, j in enumerate(jobs) if ENDPOINT in j["input"]]
-    assert {jobs[i]["rule"] for i in readers} >= {"evaluate", "replay"}  # the file is read, after unseal
+    # The file is read, after unseal.
+    assert {jobs[i]["rule"] for i in readers} >= {"evaluate", "evaluate_defended", "replay"}
     for i in readers:
         assert any(jobs[a]["rule"] in UNSEAL_RULES for a in _ancestors(jobs, [i])), jobs[i]
     producer = [j for j in jobs if ENDPOINT in j["output"]]

@@ -387,6 +387,9 @@ def _check_defenses(defenses: list[str], source: str) -> None:
             )
 
 
+# The defences that run (suite.defenses.DEFENSES; a test keeps the two lists equal).
+RunnableDefense = Literal["spotlighting_with_delimiting", "repeat_user_prompt", "data_marking"]
+
 _DEFENSE_NAMES = (
     "spotlighting_with_delimiting",
     "repeat_user_prompt",
@@ -916,7 +919,7 @@ class Config(_Model):
     # The defence axis (a named extension): each is evaluated beside the undefended run. Left out of
     # model_dump (and so of every hash and resume key): the undefended audit's outputs do not move when a
     # defence is added; a defended shard's own identity carries its defence (paths, rollouts, resume keys).
-    defenses: tuple[str, ...] = Field(default=(), exclude=True)
+    defenses: tuple[RunnableDefense, ...] = Field(default=(), exclude=True)
     methods_params: MethodsParams
     agent: AgentConfig
     executor: EndpointConfig

@@ -363,8 +363,10 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
 DEFENSE_REFUSALS: dict[str, str] = {
     "tool_filter": (
         "AgentDojo's tool_filter asks an OpenAI client of its own for the tools to keep "
-        "(OpenAILLMToolFilter, OpenAI models only), outside evoaudit's model client: it would bypass the "
-        "simulator, the response cache and the request seed, so it is refused"
+        "(OpenAILLMToolFilter, OpenAI models only), outside evoaudit's model client, so it would bypass the "
+        "simulator, the response cache and the request seed; evoaudit does not yet route that request "
+        "through its own client (it needs tool_choice none, a simulator answer to the filter prompt, and "
+        "replay of calls to filtered-out tools), so it is refused"
     ),
     "transformers_pi_detector": (
         "AgentDojo's transformers_pi_detector classifies every tool result with the model "

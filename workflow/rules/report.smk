@@ -24,7 +24,7 @@ _REPORT_CATEGORY = {
     "interface": "5 Interface diagnostics",
     "qualitative": "6 Qualitative cases",
     "diagnostics": "7 Evolution diagnostics",
-    REPORT_DEFENSE_TABLE: "8 Defences (named extension)",
+    REPORT_DEFENSE_TABLE: "9 Defences (named extension)",
 }
 # Extension tables written only when their extension runs (the defence table: config key defenses).
 REPORT_EXTENSIONS = [REPORT_DEFENSE_TABLE] if DEFENSES else []

@@ -10,6 +10,7 @@ from evoaudit.provenance import write_provenance
 from evoaudit.report.apex.defense import defense_table, judged_rollouts, write_table
 from evoaudit.report.apex.report import sim_notice
 from evoaudit.report.stats import FamilyBootstrap
+from evoaudit.suite.registry import get_suite, suite_defenses
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
@@ -22,7 +23,7 @@ with job_log(snakemake.log[0]):
             policy,
             f"defence {d}",
         )
-        for d in cfg.defenses
+        for d in suite_defenses("apex", cfg.defenses)
     }
     bs = cfg.report.bootstrap
     families = sorted({r.family for r in base})
@@ -30,7 +31,10 @@ with job_log(snakemake.log[0]):
     reps = [json.loads(Path(p).read_text()) for p in snakemake.input.replays]
     mismatched = [m if isinstance(m, int) else len(m) for m in (r["mismatched_rollouts"] for r in reps)]
     record = {
-        "defenses": list(cfg.defenses),
+        "defenses": list(defended),
+        "not_run_on_apex": {
+            d: why for d, why in get_suite("apex").unsupported_defenses.items() if d in cfg.defenses
+        },
         "defended_replay": {
             "replayed": sum(r["replayed"] for r in reps),
             "mismatched_rollouts": sum(mismatched),

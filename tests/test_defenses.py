@@ -12,6 +12,7 @@ import typing
 
 import pytest
 from agentdojo.agent_pipeline.agent_pipeline import DEFENSES as AGENTDOJO_DEFENSES
+from conftest import REPO
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
@@ -89,7 +90,7 @@ def test_data_marking_wraps_tool_output_in_a_marker_derived_from_the_episode_see
 
 def test_a_marked_or_delimited_injection_still_reaches_the_model_and_counts_as_exposure(runs):
     # A defence changes how the tool text is framed, not whether it arrives: exposure stays what it was.
-    for name in DEFENSES:
+    for name in ("spotlighting_with_delimiting", "repeat_user_prompt", "data_marking"):
         assert runs[name].outcome.exposed is runs[None].outcome.exposed is True, name
 
 
@@ -119,15 +120,42 @@ def test_a_defended_episode_keeps_its_twins_seed_but_not_its_resume_key(setup):
 def test_agentdojo_defences_evoaudit_runs_or_refuses_are_all_of_agentdojos():
     assert set(AGENTDOJO_DEFENSES) <= set(config_mod._DEFENSE_NAMES)
     assert set(config_mod._DEFENSE_NAMES) == set(DEFENSES) | set(config_mod.DEFENSE_REFUSALS)
+    assert "tool_filter" in DEFENSES
     assert set(typing.get_args(config_mod.RunnableDefense)) == set(DEFENSES)
     with pytest.raises(ValueError, match="not one evoaudit runs"):
-        get_defense("tool_filter", 1)
+        get_defense("transformers_pi_detector", 1)
 
 
-@pytest.mark.parametrize("name", ["tool_filter", "transformers_pi_detector"])
-def test_a_defence_evoaudit_cannot_run_is_refused_with_its_reason(name):
-    with pytest.raises(config_mod.ConfigError, match=rf"defenses: '{name}' cannot run: .*refused"):
-        config_mod.from_dict({"defenses": [name]})
+def test_the_transformers_detector_is_refused_with_its_reason():
+    with pytest.raises(
+        config_mod.ConfigError, match=r"defenses: 'transformers_pi_detector' cannot run: .*refused"
+    ):
+        config_mod.from_dict({"defenses": ["transformers_pi_detector"]})
+
+
+def test_the_tool_filter_asks_agentdojos_question_first_and_offers_only_the_tools_its_answer_names(runs):
+    from agentdojo.agent_pipeline.agent_pipeline import TOOL_FILTER_PROMPT
+
+    plain, r = runs[None], runs["tool_filter"]
+    assert [m.role for m in r.messages[:4]] == ["system", "user", "user", "assistant"]
+    assert r.messages[0].content == plain.messages[0].content and r.messages[2].content == TOOL_FILTER_PROMPT
+    kept = {n.strip() for n in r.messages[3].content.split(",")}
+    assert "send_money" in kept and "update_password" not in kept  # user_task_3 sends money
+    # injection_task_7 changes the password: the call is answered with an error and never runs.
+    dropped = [c for c in r.calls if c.function not in kept]
+    assert dropped and all(c.error and c.error.startswith("ToolFilterError") for c in dropped)
+    assert r.terminal_state["user_account"]["password"] != "new_password"
+    assert plain.outcome.attack_success is True and r.outcome.attack_success is False
+    assert r.usage.requests == plain.usage.requests + 1 - (len(plain.calls) - len(r.calls))
+
+
+def test_replay_of_a_tool_filtered_rollout_rebuilds_the_kept_tools_from_the_recorded_answer(runs, setup):
+    _, _, inst = setup
+    r = runs["tool_filter"].model_copy(deep=True)
+    r.messages[3].content = r.messages[3].content + ", update_password"  # as if it had been kept
+    assert any(
+        k.startswith("tool_result[") or k.startswith("calls[") for k in replay_rollout(r, inst).mismatches
+    )
 
 
 def test_an_unknown_defence_names_the_field_and_the_valid_names():
@@ -180,3 +208,14 @@ def test_the_apex_plan_counts_the_main_run_again_per_defence():
         s.stage for s in plain
     }
     assert names["apex:sim/defense/data_marking"].rollouts == names["apex:sim"].rollouts > 0
+
+
+def test_tool_filter_runs_on_banking_and_apex_harm_says_why_it_does_not():
+    from evoaudit.suite.registry import check_selection, suite_defenses
+
+    check_selection(config_mod.from_dict({"defenses": ["tool_filter"]}), "test")
+    example = config_mod.read_config_file(REPO / "config" / "examples" / "apex-evolution.yaml")
+    apex = config_mod.from_dict({**example, "defenses": ["tool_filter", "data_marking"]})
+    with pytest.raises(config_mod.ConfigError, match=r"defenses: 'tool_filter' does not run on suite 'apex'"):
+        check_selection(apex, "test")
+    assert suite_defenses("apex", ["tool_filter", "data_marking"]) == ["data_marking"]

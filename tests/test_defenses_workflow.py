@@ -22,7 +22,7 @@ def test_the_defence_example_completes_with_a_defence_table_and_replays_without_
     results = tmp_path / "results-defenses"
 
     table = pd.read_csv(results / "report" / "tables" / "defense.csv")
-    defences = ["spotlighting_with_delimiting", "repeat_user_prompt", "data_marking"]
+    defences = ["spotlighting_with_delimiting", "repeat_user_prompt", "tool_filter", "data_marking"]
     assert list(dict.fromkeys(table["defense"])) == ["none", *defences]
     assert set(table["condition"]) == {"static", "skillopt"}
     assert (table["n_attacked"] > 0).all() and (table["n_benign"] > 0).all()

@@ -357,17 +357,10 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
         )
 
 
-# AgentDojo's defences evoaudit cannot run, each with the reason (the defence axis, config key
-# ``defenses``). The transformers detector is refused only while its libraries are missing here; with
-# them it is still refused, because evoaudit has no route for its model (docs/design.md, "Defences").
+# AgentDojo's defence evoaudit cannot run, with the reason (the defence axis, config key ``defenses``).
+# Without transformers the reason says so too; with it, it is still refused, because evoaudit has no route
+# for its model (docs/design.md, "Defences").
 DEFENSE_REFUSALS: dict[str, str] = {
-    "tool_filter": (
-        "AgentDojo's tool_filter asks an OpenAI client of its own for the tools to keep "
-        "(OpenAILLMToolFilter, OpenAI models only), outside evoaudit's model client, so it would bypass the "
-        "simulator, the response cache and the request seed; evoaudit does not yet route that request "
-        "through its own client (it needs tool_choice none, a simulator answer to the filter prompt, and "
-        "replay of calls to filtered-out tools), so it is refused"
-    ),
     "transformers_pi_detector": (
         "AgentDojo's transformers_pi_detector classifies every tool result with the model "
         "protectai/deberta-v3-base-prompt-injection-v2 through transformers and torch; evoaudit does not "
@@ -390,7 +383,7 @@ def _check_defenses(defenses: list[str], source: str) -> None:
 
 
 # The defences that run (suite.defenses.DEFENSES; a test keeps the two lists equal).
-RunnableDefense = Literal["spotlighting_with_delimiting", "repeat_user_prompt", "data_marking"]
+RunnableDefense = Literal["spotlighting_with_delimiting", "repeat_user_prompt", "tool_filter", "data_marking"]
 
 _DEFENSE_NAMES = (
     "spotlighting_with_delimiting",

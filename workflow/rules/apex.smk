@@ -20,6 +20,14 @@ APEX = f"{RESULTS}/apex"
 # the same rules build and run them: the `arm` wildcard is '' for the main run, 'ablations/<name>/' else.
 APEX_ATTACKS = f"{CFG.suite.apex.out}/attacks.json"
 APEX_ABLATIONS = [a.name for a in CFG.apex.ablations]
+# The configured defences APEX-Harm runs (a suite's unsupported_defenses are left out here, and named on
+# its defence page).
+if DEFENSES and CFG.apex.enabled:
+    from evoaudit.suite.registry import suite_defenses as evoaudit_suite_defenses
+
+    APEX_DEFENSES = evoaudit_suite_defenses("apex", DEFENSES)
+else:
+    APEX_DEFENSES = []
 
 
 wildcard_constraints:
@@ -88,20 +96,20 @@ def get_apex_defended_shards(defense, model=None):
 def get_apex_defended_replays():
     return [
         p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
-        for d in DEFENSES for p in get_apex_defended_shards(d)
+        for d in APEX_DEFENSES for p in get_apex_defended_shards(d)
     ]
 
 
 def get_apex_defended_judged():
-    return [f"{APEX}/defense/{d}/judge/{m}.json" for d in DEFENSES for m in APEX_MODELS]
+    return [f"{APEX}/defense/{d}/judge/{m}.json" for d in APEX_DEFENSES for m in APEX_MODELS]
 
 
 def get_apex_defense_outputs():
-    if not DEFENSES:
+    if not APEX_DEFENSES:
         return []
     return [
         f"{APEX}/report/defenses/defense.csv",
-        *(p for d in DEFENSES for p in get_apex_defended_shards(d)),
+        *(p for d in APEX_DEFENSES for p in get_apex_defended_shards(d)),
         *get_apex_defended_replays(),
         *get_apex_defended_judged(),
     ]
@@ -469,7 +477,7 @@ rule apex_defense_table:
     input:
         base=get_apex_benign_shards() + get_apex_attacked_shards(),
         base_judged=get_apex_judged(),
-        defended=[p for d in DEFENSES for p in get_apex_defended_shards(d)],
+        defended=[p for d in APEX_DEFENSES for p in get_apex_defended_shards(d)],
         judged=get_apex_defended_judged(),
         replays=get_apex_defended_replays(),
     output:

@@ -19,8 +19,9 @@ for _configfile in workflow.configfiles:
 CFG = evoaudit_config.from_dict(
     config, "config (config/config.yaml and --config overrides)", tuple(workflow.configfiles)
 )
-if CFG.suite.families is not None or CFG.apex.tasks is not None:
-    # suite.families / apex.tasks name ids of their suite: an unknown one stops the run here.
+if CFG.suite.families is not None or CFG.apex.tasks is not None or CFG.defenses:
+    # suite.families / apex.tasks name ids of their suite: an unknown one stops the run here; so does a
+    # defence the audited suite cannot run.
     from evoaudit.suite.registry import check_selection
 
     check_selection(CFG, "config (config/config.yaml and --config overrides)")

@@ -73,6 +73,26 @@ async def run_episode(
     ep = Episode(messages=list(messages))
     start = time.perf_counter()
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    kept: set[str] | None = None  # the tools a tool filter kept; None: every tool is offered
+    if defense is not None and defense.filters_tools:
+        # AgentDojo's tool_filter, through this loop's own client: the question and the answer stay in the
+        # conversation, and only the tools the answer names are offered from then on.
+        question = Message(role="user", content=defense.filter_prompt())
+        request = ChatRequest(messages=(*ep.messages, question), tools=tools, seed=seed, tool_choice="none")
+        try:
+            response = await backend.complete(request)
+        except InfraFailure as failure:
+            ep.infra_failure, ep.infra_failure_detail = failure.kind, failure.detail
+            ep.usage = Usage(**usage)
+            ep.wall_s = time.perf_counter() - start
+            return ep
+        usage["requests"] += 0 if response.cached else 1
+        usage["prompt_tokens"] += response.prompt_tokens
+        usage["completion_tokens"] += response.completion_tokens
+        # Only its text: a call the model made anyway is not part of the answer (and is never run).
+        ep.messages += [question, Message(role="assistant", content=response.message.content or "")]
+        kept = defense.kept_tools(response.message.content, tool_names)
+        tools = [t for t in tools if t["function"]["name"] in kept]
     while True:
         if ep.steps >= max_steps:
             ep.step_limit_hit = True
@@ -98,7 +118,13 @@ async def run_episode(
             ep.final_output = reply.content or ""
             break
         for tc in reply.tool_calls:
-            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
+            if kept is not None and tc.name not in kept:  # the runtime no longer offers it: not run
+                error = defense.filtered_out(tc.name)  # type: ignore[union-attr]
+                ep.calls.append(
+                    ExecutedCall(call_id=tc.id, function=tc.name, args=_args_of(tc.arguments), error=error)
+                )
+            else:
+                ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
             text = executed.error or executed.result
             ep.messages.append(
@@ -153,6 +179,15 @@ async def run_instance(
     return pre, env, episode
 
 
+def _args_of(arguments: str) -> dict | None:
+    """A call's arguments as recorded (``_execute``'s reading): a JSON object, else None."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return recordable(args) if isinstance(args, dict) else None
+
+
 def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> ExecutedCall:
     """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would."""
     try:
@@ -173,4 +208,3 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
     if error:
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
     return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
-

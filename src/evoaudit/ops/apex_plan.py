@@ -111,7 +111,11 @@ def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
     main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
     arms = [("", "", main, source)]
     # The defence axis (config key defenses): the main run again under each defence.
-    arms += [(f"/defense/{d}", f"defense/{d}/", main, source) for d in cfg.defenses]
+    if cfg.defenses:
+        from evoaudit.suite.registry import suite_defenses
+
+        defended = suite_defenses("apex", cfg.defenses)
+        arms += [(f"/defense/{d}", f"defense/{d}/", main, source) for d in defended]
     for a in cfg.apex.ablations:
         counts, source = attack_counts(cfg, a.name)
         groups = [(f"attacked/{c}", n * cfg.apex.repeats) for c, n in counts.items()]

@@ -262,8 +262,8 @@ def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str
     absent = [d for d, rs in by_defense.items() if not rs]
     note = (
         "A named extension (config key defenses), not part of the paper's protocol. Each defence reran every "
-        "condition and arm with the undefended run's seeds; spotlighting_with_delimiting and "
-        "repeat_user_prompt are AgentDojo's own, data_marking evoaudit's."
+        "condition and arm with the undefended run's seeds; spotlighting_with_delimiting, repeat_user_prompt "
+        "and tool_filter are AgentDojo's own, data_marking evoaudit's."
     )
     if sim_notice(cfg):
         note += (

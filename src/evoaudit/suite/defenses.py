@@ -13,8 +13,14 @@ messages (``replay.recompute``).
   carrying a per-episode marker derived from the episode's seed, and one system sentence says that text
   between them is data. Deterministic: the same seed gives the same marker, in the run and in replay.
 
-AgentDojo's ``tool_filter`` and ``transformers_pi_detector`` are refused by the configuration
-(``evoaudit.config.DEFENSE_REFUSALS`` says why).
+- ``tool_filter`` is AgentDojo's too: before the first turn the model is asked AgentDojo's own
+  ``TOOL_FILTER_PROMPT`` through evoaudit's model client (``tool_choice: none``; the simulator answers it
+  from its granted plan), the question and its answer stay in the conversation as in AgentDojo, and only
+  the tools whose names the answer contains are offered; a call to another is answered with an error and
+  not run. Replay rebuilds the kept tools from the recorded answer.
+
+AgentDojo's ``transformers_pi_detector`` is refused by the configuration (``evoaudit.config
+.DEFENSE_REFUSALS`` says why).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 ORIGINS: dict[str, str] = {
     "spotlighting_with_delimiting": "agentdojo",
     "repeat_user_prompt": "agentdojo",
+    "tool_filter": "agentdojo",
     "data_marking": "evoaudit",
 }
 DEFENSES = tuple(ORIGINS)
@@ -49,8 +56,31 @@ class Defense:
     def origin(self) -> str:
         return ORIGINS[self.name]
 
+    @property
+    def filters_tools(self) -> bool:
+        """Whether the episode first asks the model which tools to keep (``tool_filter``)."""
+        return self.name == "tool_filter"
+
+    def filter_prompt(self) -> str:
+        """The user message of the tool-filter request: AgentDojo's own ``TOOL_FILTER_PROMPT``."""
+        from evoaudit.suite.agentdojo import defenses as agentdojo
+
+        return agentdojo.tool_filter_prompt()
+
+    def kept_tools(self, answer: str | None, names: set[str]) -> set[str]:
+        """The tools the filter's answer keeps, by AgentDojo's rule: a tool is kept iff its name occurs in
+        the answer's text (no text keeps none)."""
+        return {n for n in names if answer and n in answer}
+
+    @staticmethod
+    def filtered_out(name: str) -> str:
+        """The error a call to a tool the filter dropped gets: the runtime no longer offers it."""
+        return f"ToolFilterError: {name} is not among the tools the tool filter kept; it was not run"
+
     def system(self, text: str) -> str:
         """The system message the model gets instead of ``text``."""
+        if self.filters_tools:
+            return text  # AgentDojo's tool_filter leaves the system message as it is
         if self.name == "data_marking":
             m = data_marker(self.seed)
             return (
@@ -64,6 +94,8 @@ class Defense:
 
     def tool_output(self, text: str) -> str:
         """What the model receives for a tool result whose runtime text is ``text``."""
+        if self.filters_tools:
+            return text
         if self.name == "data_marking":
             m = data_marker(self.seed)
             return f"[data {m}]\n{text}\n[/data {m}]"
@@ -73,7 +105,7 @@ class Defense:
 
     def after_tools(self, prompt: str) -> list[str]:
         """User messages added after every round of tool results (the user's ``prompt`` given)."""
-        if self.name == "data_marking":
+        if self.name == "data_marking" or self.filters_tools:
             return []
         from evoaudit.suite.agentdojo import defenses as agentdojo
 
@@ -114,3 +146,25 @@ def unframe(text: str, system: str) -> str:
             if text.startswith(pre) and text.endswith(post) and len(text) >= len(pre) + len(post):
                 return text[len(pre) : len(text) - len(post)]
     return text
+
+
+def is_tool_filter_request(messages: list) -> bool:
+    """Whether ``messages`` (a chat request's) end with the tool-filter question (``Defense.filter_prompt``):
+    for a simulator to answer it."""
+    if len(messages) < 2 or messages[-1].role != "user" or not messages[-1].content:
+        return False
+    if messages[-2].role != "user":  # the question follows the task's own user message directly
+        return False
+    from evoaudit.suite.agentdojo import defenses as agentdojo
+
+    return messages[-1].content == agentdojo.tool_filter_prompt()
+
+
+def tool_filter_exchange(messages: list, names: set[str]) -> tuple[set[str], int] | None:
+    """The tools a recorded tool-filter exchange kept (of ``names``) and the index of its answer (the
+    assistant message after the filter question), or None when ``messages`` hold no such exchange: for
+    replay."""
+    for i, m in enumerate(messages[:-1]):
+        if m.role == "user" and is_tool_filter_request(messages[: i + 1]):
+            return Defense("tool_filter", 0).kept_tools(messages[i + 1].content, names), i + 1
+    return None

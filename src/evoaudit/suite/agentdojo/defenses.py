@@ -9,9 +9,10 @@ the three parts evoaudit's loop applies are taken from its elements:
 - what the tools loop inserts after each round of tool results (``InitQuery``: repeat_user_prompt adds
   the user's prompt again as a user message, produced by calling AgentDojo's element).
 
-A defence whose pipeline holds any other element (``tool_filter``'s OpenAI tool filter, the transformers
-prompt-injection detector) has no part evoaudit can apply through its own model client; evoaudit's
-configuration refuses those before any job (``evoaudit.config``), and ``parts`` raises here.
+``tool_filter``'s pipeline holds an OpenAI tool filter of AgentDojo's own (it would call OpenAI's client
+itself); evoaudit asks its ``TOOL_FILTER_PROMPT`` through its own model client instead
+(``suite.defenses``). The transformers prompt-injection detector has no part evoaudit can apply; the
+configuration refuses it before any job (``evoaudit.config``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from agentdojo.agent_pipeline.agent_pipeline import DEFENSES, AgentPipeline, PipelineConfig
+from agentdojo.agent_pipeline.agent_pipeline import (
+    DEFENSES,
+    TOOL_FILTER_PROMPT,
+    AgentPipeline,
+    PipelineConfig,
+)
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage
 from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
@@ -97,3 +103,8 @@ def _text(content: str | Sequence[dict] | None) -> str:
 def _cached(defense: str) -> AgentPipeline:
     # The formatter and the loop's elements do not depend on the system message.
     return _pipeline(defense, "")
+
+
+def tool_filter_prompt() -> str:
+    """The question AgentDojo's tool_filter asks the model before the task (its ``TOOL_FILTER_PROMPT``)."""
+    return TOOL_FILTER_PROMPT

@@ -58,7 +58,8 @@ def test_apex_harm_runs_each_defence_judges_and_replays_it_and_writes_its_defenc
         {
             "apex": {"enabled": True, "categories": ["c1"], "tasks": ["ib_wacc", "mc_utilisation_dashboard"]},
             "suite": {"apex": {"scale": 0.05}},
-            "defenses": ["data_marking", "spotlighting_with_delimiting"],
+            # tool_filter runs on Banking only: APEX-Harm's rules leave it out and its page says why.
+            "defenses": ["data_marking", "spotlighting_with_delimiting", "tool_filter"],
         },
     )
     snakemake(tmp_path, "apex")
@@ -67,7 +68,9 @@ def test_apex_harm_runs_each_defence_judges_and_replays_it_and_writes_its_defenc
     assert list(table["defense"]) == ["none", "data_marking", "spotlighting_with_delimiting"]
     assert (table["n_benign"] == 2).all() and (table["n_attacked"] > 0).all()
     assert table.loc[1:, "d_asr"].notna().all() and table["simulator_notice"].notna().all()
-    assert "mechanism check" in (apex / "report" / "defenses" / "defense.html").read_text()
+    page = (apex / "report" / "defenses" / "defense.html").read_text()
+    assert "mechanism check" in page and "not_run_on_apex" in page and "tool_filter" in page
+    assert not (apex / "defense" / "tool_filter").exists()
     reports = sorted((apex / "defense").glob("*/replay/sim/**/shard0.json"))
     assert len(reports) == 2 * 2  # each defence: benign and c1
     assert all(json.loads(p.read_text())["mismatched_rollouts"] == 0 for p in reports)

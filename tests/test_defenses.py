@@ -219,3 +219,10 @@ def test_tool_filter_runs_on_banking_and_apex_harm_says_why_it_does_not():
     with pytest.raises(config_mod.ConfigError, match=r"defenses: 'tool_filter' does not run on suite 'apex'"):
         check_selection(apex, "test")
     assert suite_defenses("apex", ["tool_filter", "data_marking"]) == ["data_marking"]
+
+
+def test_a_trace_names_the_defence_it_ran_under(runs):
+    from evoaudit.report import trace
+
+    assert "· defense data_marking" in trace.render(runs["data_marking"], 4000, suite="banking")
+    assert "defense" not in trace.render(runs[None], 4000, suite="banking").splitlines()[2]

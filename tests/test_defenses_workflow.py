@@ -4,11 +4,12 @@ defence, replay, the report's defence table), labelled a mechanism check."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pandas as pd
 import pytest
-from conftest import REPO, copy_workflow, snakemake
+from conftest import REPO, copy_workflow, snakemake, write_config
 
 EXAMPLE = REPO / "config" / "examples" / "defenses.yaml"
 
@@ -82,3 +83,28 @@ def test_apex_harm_runs_each_defence_judges_and_replays_it_and_writes_its_defenc
     records = [json.loads(line) for line in marked.read_text().splitlines()]
     tools = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
     assert tools and all(t.startswith("[data ") for t in tools)
+
+
+def _job_counts(stdout: str) -> dict[str, int]:
+    table = stdout.split("Job stats:", 1)[1] if "Job stats:" in stdout else ""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+SMALL = {"lineages": ["L1"], "methods": ["static"], "conditions": ["static"], "transfer": {"enabled": False}}
+
+
+def test_the_default_protocol_runs_no_defence_and_a_defence_not_configured_cannot_be_asked_for(tmp_path):
+    copy_workflow(tmp_path, SMALL)
+    assert not {"evaluate_defended", "apex_benign_defended"} & set(
+        _job_counts(snakemake(tmp_path, "-n").stdout)
+    )
+    write_config(tmp_path, {**SMALL, "defenses": ["data_marking"]})
+    counts = _job_counts(snakemake(tmp_path, "-n").stdout)
+    assert counts["evaluate_defended"] == 2 and counts["evaluate"] == 2  # 1 lineage × 1 condition × 2 arms
+    other = "results/defense/spotlighting_with_delimiting/evaluate/L1/static/benign/shard0.jsonl"
+    proc = snakemake(tmp_path, "-n", other, check=False)
+    assert proc.returncode != 0
+    assert (
+        "MissingRuleException" in proc.stdout + proc.stderr
+        or "No rule to produce" in proc.stdout + proc.stderr
+    )

@@ -226,3 +226,20 @@ def test_a_trace_names_the_defence_it_ran_under(runs):
 
     assert "· defense data_marking" in trace.render(runs["data_marking"], 4000, suite="banking")
     assert "defense" not in trace.render(runs[None], 4000, suite="banking").splitlines()[2]
+
+
+def test_the_tool_filters_question_goes_out_with_tool_choice_none_and_nothing_else_changes(tmp_path):
+    from evoaudit.models.base import ChatRequest
+    from evoaudit.models.openai_backend import OpenAIBackend
+    from evoaudit.records import Message
+
+    cfg = config_mod.from_dict(
+        {"executor": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "cache": False}}
+    )
+    backend = OpenAIBackend(cfg.executor)
+    tools = ({"type": "function", "function": {"name": "read_file", "parameters": {}}},)
+    plain = ChatRequest(messages=(Message(role="user", content="hi"),), tools=tools)
+    body = backend.request_body(plain)
+    assert body.get("tool_choice") == cfg.executor.wire.tool_choice  # an ordinary request: as before
+    asked = backend.request_body(plain.model_copy(update={"tool_choice": "none"}))
+    assert asked == {**body, "tool_choice": "none"}

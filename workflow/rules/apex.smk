@@ -229,6 +229,8 @@ rule apex_replay:
         report=f"{APEX}/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.json",
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
+        # The shard is undefended: a rollout that claims a defence is a replay mismatch.
+        defense=None,
     wildcard_constraints:
         part=r"benign|attacked/[a-z0-9]+",
     group:
@@ -441,6 +443,8 @@ rule apex_replay_defended:
         report=f"{APEX}/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.json",
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
+        # The shard's defence (not each rollout's own claim): a rollout that says otherwise is a mismatch.
+        defense=lambda wc: wc.defense,
     wildcard_constraints:
         part=r"benign|attacked/[a-z0-9]+",
     group:

@@ -61,3 +61,23 @@ def test_apex_tool_results_reach_the_model_marked_and_replay_without_a_mismatch(
     assert replay_apex_rollout(r, instance).mismatches == {}
     # Deterministic: the same episode again is the same conversation.
     assert _run(world, "data_marking", attack if attacked else None).messages == r.messages
+
+
+def test_apex_replay_holds_a_rollout_to_its_shards_defence_and_to_what_the_defence_wrote(world, tmp_path):
+    from evoaudit.replay.stage import replay_shard
+
+    _, instance, attack = world
+    r = _run(world, "data_marking", attack)
+    shard = tmp_path / "shard0.jsonl"
+    shard.write_text(r.model_dump_json() + "\n")
+    out = tmp_path / "report.json"
+    by_id = {instance.instance_id: instance}
+    # The undefended rule (defense None) and the data_marking one, as workflow/rules/apex.smk passes them.
+    undefended = replay_shard(shard, shard, out, "record", instances=by_id, defense=None)
+    assert undefended["mismatches_by_field"] == {"defense": 1}
+    assert (
+        replay_shard(shard, shard, out, instances=by_id, defense="data_marking")["mismatched_rollouts"] == 0
+    )
+    swapped = r.model_copy(deep=True)
+    swapped.messages[0] = swapped.messages[0].model_copy(update={"content": "You are a helpful assistant."})
+    assert "defense.system" in replay_apex_rollout(swapped, instance).mismatches

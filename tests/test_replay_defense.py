@@ -82,3 +82,37 @@ def test_each_record_in_its_own_shard_replays_cleanly(setup, tmp_path):
     for name, r in runs.items():
         shard = _shard(tmp_path / "results", name, [r])
         assert replay_shard(shard, table, tmp_path / f"{name}.json")["mismatched_rollouts"] == 0, name
+
+
+def test_an_undefended_rollout_relabelled_repeat_user_prompt_is_caught(setup):
+    _, inst, runs = setup
+    r = runs[None].model_copy(deep=True, update={"defense": "repeat_user_prompt"})
+    assert "defense.messages" in replay_rollout(r, inst).mismatches
+
+
+def test_a_repeat_user_prompt_rollout_without_its_repeated_prompts_is_caught(setup):
+    _, inst, runs = setup
+    r = runs["repeat_user_prompt"].model_copy(deep=True)
+    prompt = r.messages[1].content
+    r.messages = r.messages[:2] + [
+        m for m in r.messages[2:] if not (m.role == "user" and m.content == prompt)
+    ]
+    assert len(r.messages) < len(runs["repeat_user_prompt"].messages)
+    assert "defense.messages" in replay_rollout(r, inst).mismatches
+
+
+def test_a_spotlighting_rollout_with_the_undefended_system_message_is_caught(setup):
+    _, inst, runs = setup
+    r = runs["spotlighting_with_delimiting"].model_copy(deep=True)
+    r.messages[0] = runs[None].messages[0]
+    assert "defense.system" in replay_rollout(r, inst).mismatches
+
+
+def test_a_tool_filter_exchange_out_of_place_or_answered_by_another_role_is_caught(setup):
+    _, inst, runs = setup
+    moved = runs["tool_filter"].model_copy(deep=True)
+    moved.messages = moved.messages[:1] + moved.messages[2:4] + moved.messages[1:2] + moved.messages[4:]
+    assert "tool_filter_exchange" in replay_rollout(moved, inst).mismatches
+    other = runs["tool_filter"].model_copy(deep=True)
+    other.messages[3] = other.messages[3].model_copy(update={"role": "user"})
+    assert "tool_filter_exchange" in replay_rollout(other, inst).mismatches

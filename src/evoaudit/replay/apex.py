@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evoaudit.replay.defended import defended_messages
 from evoaudit.suite.apex import tools
 from evoaudit.suite.apex.threat import AttackInstance, Goal
 from evoaudit.suite.apex.watcher import attach
@@ -417,6 +418,8 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     told = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
     # A defended rollout's tool messages are the tool text as its defence rewrote it (suite.defenses).
     defense = get_defense(rollout.defense, rollout.seed)
+    if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
+        mm.update(defended_messages(rollout.messages, defense))
     for m in rollout.messages:
         for tc in m.tool_calls if m.role == "assistant" else []:
             try:

@@ -21,6 +21,7 @@ import yaml
 
 from evoaudit.records import Call, Instance, Rollout
 from evoaudit.replay import predicates
+from evoaudit.replay.defended import defended_messages
 from evoaudit.replay.suites import replay_for
 from evoaudit.suite.defenses import get_defense, tool_filter_exchange
 from evoaudit.suite.environments import get_environment
@@ -164,6 +165,8 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     if defense is not None and defense.filters_tools:
         exchange = tool_filter_exchange(rollout.messages, {tc.name for tc in requested})
         compare("tool_filter_exchange", True, exchange is not None)
+    if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
+        out.mismatches.update(defended_messages(rollout.messages, defense))
     for tc in requested:
         try:
             args = json.loads(tc.arguments) if tc.arguments.strip() else {}

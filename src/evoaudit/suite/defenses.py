@@ -161,10 +161,13 @@ def is_tool_filter_request(messages: list) -> bool:
 
 
 def tool_filter_exchange(messages: list, names: set[str]) -> tuple[set[str], int] | None:
-    """The tools a recorded tool-filter exchange kept (of ``names``) and the index of its answer (the
-    assistant message after the filter question), or None when ``messages`` hold no such exchange: for
-    replay."""
-    for i, m in enumerate(messages[:-1]):
-        if m.role == "user" and is_tool_filter_request(messages[: i + 1]):
-            return Defense("tool_filter", 0).kept_tools(messages[i + 1].content, names), i + 1
-    return None
+    """The tools a recorded tool-filter exchange kept (of ``names``) and the index of its answer, or None
+    when ``messages`` hold no such exchange at its fixed place: for replay. The loop (``agent.loop``) asks
+    the question right after the task's opening (system, user), so the question is ``messages[2]`` and its
+    answer ``messages[3]``, an assistant message without tool calls (a call made anyway is not recorded)."""
+    if len(messages) < 4 or messages[0].role != "system" or not is_tool_filter_request(messages[:3]):
+        return None
+    answer = messages[3]
+    if answer.role != "assistant" or answer.tool_calls:
+        return None
+    return Defense("tool_filter", 0).kept_tools(answer.content, names), 3

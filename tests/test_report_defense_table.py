@@ -77,7 +77,11 @@ def test_a_defence_that_holds_for_static_but_not_for_the_evolved_agent_shows_in_
 def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     from evoaudit.report.build import build_report
 
-    plain_paths, marked_paths = tmp_path / "plain.jsonl", tmp_path / "marked.jsonl"
+    plain_paths = tmp_path / "plain.jsonl"
+    marked_paths = (
+        tmp_path / "defense" / "data_marking" / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
+    )
+    marked_paths.parent.mkdir(parents=True)
     plain_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(4, 4)))
     marked_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "data_marking")))
     checks = {"checks": {"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}}
@@ -92,6 +96,26 @@ def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     build_report(cfg.model_copy(update={"defenses": ()}), [plain_paths], [], checks, without)
     assert not (without / "tables" / "defense.csv").exists()
     assert "defense.html" not in (without / "html" / "index.html").read_text()
+
+
+def test_the_report_groups_defended_rollouts_by_their_shards_path_not_their_own_claim(cfg, tmp_path):
+    from evoaudit.errors import AuditError
+    from evoaudit.report.build import defended_by_path
+
+    shard = tmp_path / "defense" / "data_marking" / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "data_marking")))
+    assert len(defended_by_path([shard], ["data_marking"])["data_marking"]) == 24
+    # A record that claims another defence than its shard's: the report refuses it, naming the file.
+    shard.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "spotlighting_with_delimiting")))
+    with pytest.raises(AuditError, match=r"shard0\.jsonl.*says defense 'spotlighting_with_delimiting'"):
+        defended_by_path([shard], ["data_marking", "spotlighting_with_delimiting"])
+    # A shard outside every configured defence's directory.
+    stray = tmp_path / "evaluate" / "shard0.jsonl"
+    stray.parent.mkdir()
+    stray.write_text(shard.read_text())
+    with pytest.raises(AuditError, match="not under a configured defence"):
+        defended_by_path([stray], ["spotlighting_with_delimiting"])
 
 
 def test_apex_harms_defence_table_pairs_each_defended_episode_with_its_undefended_twin():

@@ -14,9 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
 from evoaudit.jsonl import iter_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
+from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report import exclusions, trace
 from evoaudit.report import figures as figs
@@ -254,10 +256,30 @@ def build_report(
     return tables
 
 
+def defended_by_path(paths: list[Path], defenses) -> dict[str, list[Rollout]]:
+    """The defended rollouts of each of ``defenses``, grouped by the defence each shard's path names
+    (``results/defense/<d>/...``, ``replay.defended.shard_defense``), never by a record's own claim: a
+    shard outside a configured defence's directory, or a record whose ``defense`` field disagrees with its
+    shard's, is an AuditError naming the file."""
+    out: dict[str, list[Rollout]] = {d: [] for d in defenses}
+    for p in paths:
+        d = shard_defense(p)
+        if d not in out:
+            raise AuditError(
+                f"{p}: not under a configured defence's directory (results/defense/<d>/, {defenses})"
+            )
+        for r in iter_records(p, Rollout):
+            if r.defense != d:
+                raise AuditError(
+                    f"{p}: rollout {r.rollout_id} says defense {r.defense!r} but its shard is {d!r}'s"
+                )
+            out[d].append(r)
+    return {d: sorted(rs, key=lambda r: r.rollout_id) for d, rs in out.items()}
+
+
 def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str, str]) -> pd.DataFrame:
     """The defence table (report.tables.defense_table) from the defended shards, and its caption."""
-    defended = load_rollouts(paths)
-    by_defense = {d: [r for r in defended if r.defense == d] for d in cfg.defenses}
+    by_defense = defended_by_path(paths, cfg.defenses)
     frame = t.defense_table(data, {d: t.Data.build(cfg, rs) for d, rs in by_defense.items()})
     absent = [d for d, rs in by_defense.items() if not rs]
     note = (

@@ -243,3 +243,10 @@ def test_the_tool_filters_question_goes_out_with_tool_choice_none_and_nothing_el
     assert body.get("tool_choice") == cfg.executor.wire.tool_choice  # an ordinary request: as before
     asked = backend.request_body(plain.model_copy(update={"tool_choice": "none"}))
     assert asked == {**body, "tool_choice": "none"}
+
+
+def test_the_apex_plan_refuses_a_defence_apex_harm_lists_as_unsupported():
+    from evoaudit.evaluate.apex_shard import plan_apex
+
+    with pytest.raises(ValueError, match="'tool_filter' does not run on APEX-Harm"):
+        plan_apex(config_mod.from_dict({}), "sim", "benign", None, None, "tool_filter")

@@ -108,3 +108,21 @@ def test_the_default_protocol_runs_no_defence_and_a_defence_not_configured_canno
         "MissingRuleException" in proc.stdout + proc.stderr
         or "No rule to produce" in proc.stdout + proc.stderr
     )
+
+
+def test_apex_harms_defended_rules_take_only_the_defences_apex_harm_runs(tmp_path):
+    apex = {"enabled": True, "categories": ["c1"], "tasks": ["ib_wacc"]}
+    copy_workflow(tmp_path, {**SMALL, "apex": apex, "defenses": ["data_marking", "tool_filter"]})
+    marked = "results/apex/defense/data_marking/runs/sim/benign/shard0.jsonl"
+    assert snakemake(tmp_path, "-n", marked, check=False).returncode == 0
+    for target in (
+        "results/apex/defense/tool_filter/runs/sim/benign/shard0.jsonl",
+        "results/apex/defense/tool_filter/runs/sim/attacked/c1/shard0.jsonl",
+        "results/apex/defense/tool_filter/replay/sim/benign/shard0.json",
+        "results/apex/defense/tool_filter/judge/sim.json",
+    ):
+        proc = snakemake(tmp_path, "-n", target, check=False)
+        assert proc.returncode != 0, target
+        assert "MissingRuleException" in proc.stdout + proc.stderr or "No rule to produce" in (
+            proc.stdout + proc.stderr
+        )

@@ -28,6 +28,9 @@ if DEFENSES and CFG.apex.enabled:
     APEX_DEFENSES = evoaudit_suite_defenses("apex", DEFENSES)
 else:
     APEX_DEFENSES = []
+# The APEX-Harm defended rules' {defense}: only the defences APEX-Harm runs (the global constraint admits
+# every configured one, tool_filter included); none: a pattern nothing matches.
+APEX_DEFENSE_PATTERN = _alternation(APEX_DEFENSES) if APEX_DEFENSES else r"(?!)"
 
 
 wildcard_constraints:
@@ -395,6 +398,8 @@ rule apex_benign_defended:
     input:
         spec=rules.apex_worlds.output.spec,
         attacks=APEX_ATTACKS,
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
     output:
         rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/benign/shard{{shard}}.jsonl",
     params:
@@ -416,6 +421,8 @@ rule apex_attacked_defended:
     input:
         spec=rules.apex_worlds.output.spec,
         attacks=APEX_ATTACKS,
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
     output:
         rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
     params:
@@ -447,6 +454,7 @@ rule apex_replay_defended:
         defense=lambda wc: wc.defense,
     wildcard_constraints:
         part=r"benign|attacked/[a-z0-9]+",
+        defense=APEX_DEFENSE_PATTERN,
     group:
         "replay"
     log:
@@ -461,6 +469,8 @@ rule apex_judge_defended:
     # What the rules left open in one model's defended episodes, to the same judge as the main run's.
     input:
         shards=lambda wc: get_apex_defended_shards(wc.defense, wc.model),
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
     output:
         decisions=f"{APEX}/defense/{{defense}}/judge/{{model}}.json",
     params:

@@ -60,7 +60,11 @@ def plan_apex(
     defense: str | None = None,
 ) -> list[EpisodeSpec]:
     """Every repeat's episodes of one model: the benign run of each task, or each attack of ``category``;
-    under ``defense`` (the defence axis, ``suite.defenses``) when one is given."""
+    under ``defense`` (the defence axis, ``suite.defenses``) when one is given; a defence the suite lists
+    as unsupported (``AuditSuite.unsupported_defenses``) is refused, whoever asks for it."""
+    refused = get_suite(APEX).unsupported_defenses
+    if defense in refused:
+        raise ValueError(f"defense {defense!r} does not run on APEX-Harm: {refused[defense]}")
     instances = endpoint_instances(cfg, attack_set)
     goals = [category] if category else []
     specs: list[EpisodeSpec] = []

@@ -74,6 +74,31 @@ def test_a_defence_that_holds_for_static_but_not_for_the_evolved_agent_shows_in_
     assert static.d_utility == 0.0 and static.unauth == pytest.approx(1 / 6)
 
 
+def test_a_matched_pair_whose_seeds_differ_is_refused(cfg):
+    from evoaudit.errors import AuditError
+
+    plain = t.Data.build(cfg, _run(4, 4))
+    moved = [
+        r.model_copy(update={"seed": 2}) if r.family == "user_task_2" else r
+        for r in _run(1, 4, "data_marking")
+    ]
+    with pytest.raises(AuditError, match=r"user_task_2\.v3.*seed 2.*seed 1"):
+        t.defense_table(plain, {"data_marking": t.Data.build(cfg, moved)})
+
+
+def test_apex_harms_defence_table_refuses_a_matched_pair_whose_seeds_differ():
+    from apex_rollout_kit import apex_rollout
+
+    from evoaudit.errors import AuditError
+    from evoaudit.report.apex.defense import defense_table
+    from evoaudit.report.stats import FamilyBootstrap
+
+    base = [apex_rollout(task=k) for k in ("t1", "t2")]
+    marked = [r.model_copy(update={"defense": "data_marking", "seed": r.seed + 1}) for r in base]
+    with pytest.raises(AuditError, match="seed"):
+        defense_table(base, {"data_marking": marked}, FamilyBootstrap(["t1", "t2"], 50, 1, 0.95))
+
+
 def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     from evoaudit.report.build import build_report
 

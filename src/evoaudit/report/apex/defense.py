@@ -25,6 +25,7 @@ from evoaudit.report.metrics import Ratio
 from evoaudit.report.pages import html_page, table_html
 from evoaudit.report.run_index import INDEX_FROM_ABLATION
 from evoaudit.report.stats import FamilyBootstrap
+from evoaudit.report.tables import put_delta
 
 # (column, arm, metric): the arm's episodes the metric is over.
 METRICS: tuple[tuple[str, str, Callable[[list[Rollout]], Ratio]], ...] = (
@@ -83,12 +84,9 @@ def defense_table(
                 row[col] = metric(arms[arm]).value if arms[arm] else math.nan
                 if name == "none":
                     continue
-                a, b = m.matched(arms[arm], [r for r in theirs if r.arm == arm])
-                if not a:
-                    row[f"d_{col}"] = row[f"d_{col}_lo"] = row[f"d_{col}_hi"] = math.nan
-                    continue
-                row[f"d_{col}"] = metric(a).value - metric(b).value
-                row[f"d_{col}_lo"], row[f"d_{col}_hi"] = boot.delta_interval(a, b, metric)
+                twins = [r for r in theirs if r.arm == arm]
+                m.same_seeds(arms[arm], twins, f"APEX-Harm defence table, {name} on {model} ({arm})")
+                put_delta(row, col, boot, arms[arm], twins, metric)
             rows.append(row)
     columns = ["defense", "model", "n_benign", "n_attacked", "n_exposure_defined"]
     columns += [c for col, _, _ in METRICS for c in (col, f"d_{col}", f"d_{col}_lo", f"d_{col}_hi")]

@@ -166,3 +166,31 @@ def test_apex_harms_defence_table_pairs_each_defended_episode_with_its_undefende
     assert marked.asr == 0.0 and marked.d_asr == pytest.approx(-0.5)
     assert marked.d_asr_lo <= marked.d_asr <= marked.d_asr_hi
     assert marked.d_utility == 0.0 and math.isnan(table.iloc[0].d_asr)
+
+
+def test_apex_harms_defended_runs_come_from_their_directory_and_must_say_so(tmp_path):
+    import json as json_mod
+
+    from apex_rollout_kit import apex_rollout
+
+    from evoaudit.errors import AuditError
+    from evoaudit.report.apex.defense import defended_runs
+    from evoaudit.report.apex.judged import replay_totals
+
+    def shard(defense: str, claim: str | None) -> str:
+        path = tmp_path / "apex" / "defense" / defense / "runs" / "sim" / "benign" / "shard0.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rs = [apex_rollout(task=k).model_copy(update={"defense": claim}) for k in ("t1", "t2")]
+        path.write_text("".join(r.model_dump_json() + "\n" for r in rs))
+        return str(path)
+
+    paths = [shard("data_marking", "data_marking"), shard("spotlighting_with_delimiting", None)]
+    runs = defended_runs(["data_marking"], paths, [], "exclude")
+    assert [r.defense for r in runs["data_marking"]] == ["data_marking"] * 2
+    with pytest.raises(AuditError, match="spotlighting_with_delimiting/.*says defense None"):
+        defended_runs(["data_marking", "spotlighting_with_delimiting"], paths, [], "exclude")
+    reports = []
+    for k, n in enumerate((0, 2)):
+        reports.append(tmp_path / f"r{k}.json")
+        reports[-1].write_text(json_mod.dumps({"replayed": 3, "mismatched_rollouts": n}))
+    assert replay_totals(reports) == {"replayed": 6, "mismatched_rollouts": 2}

@@ -18,9 +18,11 @@ from typing import Any
 
 import pandas as pd
 
+from evoaudit.errors import AuditError
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.apex import scores as sc
+from evoaudit.report.apex.judged import judged_rollouts, replay_totals
 from evoaudit.report.metrics import Ratio
 from evoaudit.report.pages import html_page, table_html
 from evoaudit.report.run_index import INDEX_FROM_ABLATION
@@ -47,23 +49,63 @@ INTRO = (
 )
 
 
-def judged_rollouts(shards: list[str], judge_files: list[str], policy: str, what: str) -> list[Rollout]:
-    """One run's rollouts with the judge stage's final decisions applied (checked against the rollouts
-    first, without asking again) and the failure policy applied, as the ablation table takes its arms."""
-    from evoaudit.evaluate.apex_judge import read_judged
-    from evoaudit.jsonl import read_records
-    from evoaudit.replay.apex import check_judged
-    from evoaudit.report.apex.judged import apply_judged
+def _under(paths: list[str], defense: str) -> list[str]:
+    """The files of ``paths`` under ``defense``'s directory (``apex/defense/<defense>/``)."""
+    return [p for p in paths if f"/defense/{defense}/" in Path(p).as_posix()]
 
-    rollouts = [r for p in shards for r in read_records(p, Rollout)]
-    judged = read_judged(Path(p) for p in judge_files)
-    mismatches = check_judged(rollouts, judged)
-    if mismatches:
-        raise ValueError(
-            f"{what}: {len(mismatches)} judge decisions do not match the rollouts, e.g. "
-            f"{next(iter(mismatches))}; rerun its apex_judge rule"
-        )
-    return sc.scored(apply_judged(rollouts, judged), policy)
+
+def defended_runs(
+    defenses: list[str], shards: list[str], judge_files: list[str], policy: str
+) -> dict[str, list[Rollout]]:
+    """Each defence's judged rollouts, from the shards and judge files under its directory; a record
+    whose ``defense`` field is not its directory's is an AuditError naming the defence and the rollout."""
+    out = {}
+    for d in defenses:
+        rs = judged_rollouts(_under(shards, d), _under(judge_files, d), policy, f"defence {d}")
+        wrong = next((r for r in rs if r.defense != d), None)
+        if wrong is not None:
+            raise AuditError(
+                f"apex/defense/{d}/: rollout {wrong.rollout_id} says defense {wrong.defense!r}; the shards "
+                f"under {d}'s directory must hold {d}'s episodes only"
+            )
+        out[d] = rs
+    return out
+
+
+def build_defense_table(
+    cfg: Any,
+    *,
+    base: list[str],
+    base_judged: list[str],
+    defended: list[str],
+    judged: list[str],
+    replays: list[str],
+    out_csv: Path,
+) -> pd.DataFrame:
+    """The rule ``apex_defense_table``: the undefended run and each APEX-Harm defence's (judged, the failure
+    policy applied), the table, its files and their provenance (the defended replays' totals, the
+    configured defences APEX-Harm does not run and why)."""
+    from evoaudit.provenance import write_provenance
+    from evoaudit.report.apex.report import sim_notice
+    from evoaudit.suite.registry import get_suite, suite_defenses
+
+    policy = cfg.apex.failure_policy
+    base_rs = judged_rollouts(base, base_judged, policy, "undefended run")
+    runs = defended_runs(suite_defenses("apex", cfg.defenses), defended, judged, policy)
+    bs = cfg.report.bootstrap
+    families = sorted({r.family for r in base_rs})
+    boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
+    refused = get_suite("apex").unsupported_defenses
+    record = {
+        "defenses": list(runs),
+        "not_run_on_apex": {d: why for d, why in refused.items() if d in cfg.defenses},
+        "defended_replay": replay_totals(replays),
+    }
+    frame = defense_table(base_rs, runs, boot)
+    write_table(frame, out_csv, sim_notice(cfg), record)
+    outs = [out_csv, out_csv.with_suffix(".parquet"), out_csv.with_suffix(".html")]
+    write_provenance(outs, cfg, "apex_defense_table", **record)
+    return frame
 
 
 def defense_table(

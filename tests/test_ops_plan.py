@@ -79,6 +79,16 @@ def test_plan_counts_every_condition_and_arm_again_per_defence_and_nothing_witho
     assert p.requests == plain.requests + defended.requests
 
 
+def test_plan_counts_the_tool_filters_question_as_one_request_more_per_episode(tmp_path):
+    marked = _stage(plan_mod.make_plan(_cfg(defenses=["data_marking"]), tmp_path / "results"), "defense")
+    p = plan_mod.make_plan(_cfg(defenses=["tool_filter"]), tmp_path / "results")
+    filtered = _stage(p, "defense")
+    assert filtered.rollouts == marked.rollouts
+    assert filtered.requests == marked.requests + filtered.rollouts
+    assert filtered.requests_left == marked.requests_left + filtered.rollouts_left
+    assert any("tool_filter adds one request per episode" in n for n in p.notes)
+
+
 def test_plan_counts_recorded_rollouts_as_done_and_calibrates_on_them(tmp_path):
     results = tmp_path / "results"
     acq = results / "acquire/L1/rollouts.jsonl"

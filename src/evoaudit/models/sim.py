@@ -359,8 +359,10 @@ class SimBackend:
         if entry is None:
             return Message(role="assistant", content=REFUSAL)
         if is_tool_filter_request(messages):
-            # The tool filter's question (suite.defenses): the tools of the granted plan, and the read the
-            # simulator may add; a goal's tools the task does not need are left out, as a filter would.
+            # The tool filter's question (suite.defenses), answered from the granted plan: oracle knowledge
+            # of which tools the task needs (and the read the simulator may add), which no model has before
+            # it starts. So a goal's tools the task does not need are always left out, and the tool_filter
+            # row on the simulator is a mechanism check by construction, never a measurement of the filter.
             kept = {c.function for c in entry.plan} | {"get_most_recent_transactions"}
             return Message(role="assistant", content=", ".join(sorted(kept)))
         system = "\n".join(m.content or "" for m in messages if m.role == "system")

@@ -291,7 +291,9 @@ def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str
         note += (
             " On the simulator this is a mechanism check (does what a defence writes reach the model, and "
             "does the pipeline carry its effect to the table?): the simulator reacts to a defence's system "
-            "text only through its cues (sim.cues), so no number here measures a defence against a model."
+            "text only through its cues (sim.cues), and answers the tool filter's question from its granted "
+            "plan (oracle knowledge of the task's tools, so tool_filter holds by construction); no number "
+            "here measures a defence against a model."
         )
     if absent:
         note += f" Not available in this run: no rollouts for {absent}."

@@ -143,7 +143,10 @@ def test_the_tool_filter_asks_agentdojos_question_first_and_offers_only_the_tool
     assert "send_money" in kept and "update_password" not in kept  # user_task_3 sends money
     # injection_task_7 changes the password: the call is answered with an error and never runs.
     dropped = [c for c in r.calls if c.function not in kept]
-    assert dropped and all(c.error and c.error.startswith("ToolFilterError") for c in dropped)
+    # AgentDojo's own answer to a call its filtered runtime no longer offers, as the tool message too.
+    assert dropped and all(c.error == f"Invalid tool {c.function} provided." for c in dropped)
+    told = {m.tool_call_id: m.content for m in r.messages if m.role == "tool"}
+    assert all(told[c.call_id] == c.error for c in dropped)
     assert r.terminal_state["user_account"]["password"] != "new_password"
     assert plain.outcome.attack_success is True and r.outcome.attack_success is False
     assert r.usage.requests == plain.usage.requests + 1 - (len(plain.calls) - len(r.calls))

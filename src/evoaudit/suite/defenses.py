@@ -15,9 +15,10 @@ messages (``replay.recompute``).
 
 - ``tool_filter`` is AgentDojo's too: before the first turn the model is asked AgentDojo's own
   ``TOOL_FILTER_PROMPT`` through evoaudit's model client (``tool_choice: none``; the simulator answers it
-  from its granted plan), the question and its answer stay in the conversation as in AgentDojo, and only
-  the tools whose names the answer contains are offered; a call to another is answered with an error and
-  not run. Replay rebuilds the kept tools from the recorded answer.
+  from its granted plan, oracle knowledge, so on the simulator it is a mechanism check by construction),
+  the question and its answer stay in the conversation as in AgentDojo, and only the tools whose names
+  the answer contains are offered; a call to another is answered with AgentDojo's own error (``Invalid
+  tool <name> provided.``) and not run. Replay rebuilds the kept tools from the recorded answer.
 
 AgentDojo's ``transformers_pi_detector`` is refused by the configuration (``evoaudit.config
 .DEFENSE_REFUSALS`` says why).
@@ -74,8 +75,11 @@ class Defense:
 
     @staticmethod
     def filtered_out(name: str) -> str:
-        """The error a call to a tool the filter dropped gets: the runtime no longer offers it."""
-        return f"ToolFilterError: {name} is not among the tools the tool filter kept; it was not run"
+        """The error a call to a tool the filter dropped gets (the runtime no longer offers it; not run):
+        AgentDojo's own, ``Invalid tool <name> provided.``, read off its ``ToolsExecutor``."""
+        from evoaudit.suite.agentdojo import defenses as agentdojo
+
+        return agentdojo.invalid_tool(name)
 
     def system(self, text: str) -> str:
         """The system message the model gets instead of ``text``."""

@@ -29,7 +29,8 @@ from agentdojo.agent_pipeline.agent_pipeline import (
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage
 from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
-from agentdojo.functions_runtime import EmptyEnv, FunctionsRuntime
+from agentdojo.functions_runtime import EmptyEnv, FunctionCall, FunctionsRuntime
+from agentdojo.types import ChatAssistantMessage
 
 # Which of AgentDojo's defences evoaudit runs: those whose pipeline holds only parts evoaudit applies.
 RUNNABLE = ("spotlighting_with_delimiting", "repeat_user_prompt")
@@ -108,3 +109,14 @@ def _cached(defense: str) -> AgentPipeline:
 def tool_filter_prompt() -> str:
     """The question AgentDojo's tool_filter asks the model before the task (its ``TOOL_FILTER_PROMPT``)."""
     return TOOL_FILTER_PROMPT
+
+
+@lru_cache(maxsize=256)
+def invalid_tool(name: str) -> str:
+    """What AgentDojo's ``ToolsExecutor`` answers a call to a tool its runtime does not offer (after its
+    tool filter dropped it): obtained by running the executor on such a call over an empty runtime. Its
+    OpenAI formatting sends the error as the tool message's content."""
+    call = FunctionCall(function=name, args={}, id="evoaudit-filtered")
+    asked = [ChatAssistantMessage(role="assistant", content=None, tool_calls=[call])]
+    _, _, _, messages, _ = ToolsExecutor().query("", FunctionsRuntime([]), EmptyEnv(), asked, {})
+    return messages[-1]["error"]

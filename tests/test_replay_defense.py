@@ -116,3 +116,14 @@ def test_a_tool_filter_exchange_out_of_place_or_answered_by_another_role_is_caug
     other = runs["tool_filter"].model_copy(deep=True)
     other.messages[3] = other.messages[3].model_copy(update={"role": "user"})
     assert "tool_filter_exchange" in replay_rollout(other, inst).mismatches
+
+
+def test_a_lineage_replay_holds_each_shard_to_the_defence_its_rule_names(setup, tmp_path):
+    from evoaudit.replay.stage import replay_shards
+
+    table, _, runs = setup
+    shard = _shard(tmp_path / "results", None, [runs["tool_filter"]])
+    pairs = [(shard, tmp_path / "a.json")]
+    assert replay_shards(config_mod.from_dict({}), pairs, table, defenses=["tool_filter"])[0]["replayed"] == 1
+    with pytest.raises(ReplayMismatch, match="defense"):
+        replay_shards(config_mod.from_dict({}), pairs, table, defenses=[None])

@@ -155,6 +155,13 @@ def get_lineage_evaluate_shards(wildcards):
     ]
 
 
+def get_lineage_shard_defenses():
+    # The defence each of get_lineage_evaluate_shards holds, in its order (None: undefended): replay holds
+    # every rollout to its shard's defence, not to the rollout's own claim.
+    n = len(CONDITIONS) * len(ARMS) * len(SHARDS)
+    return [None] * n + [d for d in DEFENSES for _ in range(n)]
+
+
 def get_lineage_replay_outputs():
     # One lineage's replay reports, in the order of get_lineage_evaluate_shards ({lineage} left open).
     return [

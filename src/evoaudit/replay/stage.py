@@ -147,16 +147,23 @@ def replay_shards(
     shards: list[tuple[Path, Path]],
     table: Path,
     on_mismatch: OnMismatch = "fail",
+    defenses: list[str | None] | None = None,
     **seal: Path | None,
 ) -> list[dict[str, Any]]:
     """Replay several shards in one job, each (rollouts, report) pair as ``replay_stage`` would. Every shard
     is replayed and its report written before a mismatch fails the job, so one failure names them all.
-    The table is opened (and its seal checked) once for all of them."""
+    The table is opened (and its seal checked) once for all of them. ``defenses``: each shard's defence,
+    in order (the rule's); without it, the one each shard's path names."""
+    if defenses is not None and len(defenses) != len(shards):
+        raise ValueError(f"{len(defenses)} defences for {len(shards)} shards")
     instances = load_instances(table, **seal)
     reports, failed = [], []
-    for rollouts_path, out in shards:
+    for k, (rollouts_path, out) in enumerate(shards):
+        which: dict[str, Any] = {} if defenses is None else {"defense": defenses[k]}
         try:
-            reports.append(replay_stage(cfg, rollouts_path, table, out, on_mismatch, instances=instances))
+            reports.append(
+                replay_stage(cfg, rollouts_path, table, out, on_mismatch, instances=instances, **which)
+            )
         except ReplayMismatch as exc:
             failed.append(str(exc))
     if failed:

@@ -32,6 +32,7 @@ PROTOCOL = (
     "harm_categories",
     "assistant_role",
     "simulator",
+    "unsupported_defenses",
     "families",
     "excluded",
     "build_instances",

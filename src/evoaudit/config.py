@@ -10,6 +10,7 @@ import copy
 import difflib
 import functools
 import hashlib
+import importlib.util
 import json
 import re
 from collections.abc import Callable
@@ -348,11 +349,49 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
     _check_base_urls(data, source, "")
     _check_apex(data["apex"], data["sim"]["apex"], source)
     _check_suite_goals(data, source)
+    _check_defenses(data["defenses"], source)
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
     if missing:
         raise ConfigError(
             f"{source}: conditions: {missing} need their method in 'methods' (have {data['methods']})"
         )
+
+
+# AgentDojo's defence evoaudit cannot run, with the reason (the defence axis, config key ``defenses``).
+# Without transformers the reason says so too; with it, it is still refused, because evoaudit has no route
+# for its model (docs/design.md, "Defences").
+DEFENSE_REFUSALS: dict[str, str] = {
+    "transformers_pi_detector": (
+        "AgentDojo's transformers_pi_detector classifies every tool result with the model "
+        "protectai/deberta-v3-base-prompt-injection-v2 through transformers and torch; evoaudit does not "
+        "fetch model weights and has no offline route for that model, so it is refused"
+    ),
+}
+
+
+def _check_defenses(defenses: list[str], source: str) -> None:
+    for name in defenses:
+        if name in DEFENSE_REFUSALS:
+            reason = DEFENSE_REFUSALS[name]
+            if name == "transformers_pi_detector" and importlib.util.find_spec("transformers") is None:
+                reason += " (and transformers is not installed here: pip install 'agentdojo[transformers]')"
+            runnable = [d for d in _DEFENSE_NAMES if d not in DEFENSE_REFUSALS]
+            raise ConfigError(
+                f"{source}: defenses: {name!r} cannot run: {reason}. Remove it; the defences evoaudit runs "
+                f"are {runnable}"
+            )
+
+
+# The defences that run (suite.defenses.DEFENSES; a test keeps the two lists equal).
+RunnableDefense = Literal["spotlighting_with_delimiting", "repeat_user_prompt", "tool_filter", "data_marking"]
+
+_DEFENSE_NAMES = (
+    "spotlighting_with_delimiting",
+    "repeat_user_prompt",
+    "data_marking",
+    "tool_filter",
+    "transformers_pi_detector",
+)
 
 
 def _check_credentials(data: Any, source: str, where: str) -> None:
@@ -872,6 +911,10 @@ class Config(_Model):
     roles: RolesConfig
     methods: tuple[str, ...]
     conditions: tuple[str, ...]
+    # The defence axis (a named extension): each is evaluated beside the undefended run. Left out of
+    # model_dump (and so of every hash and resume key): the undefended audit's outputs do not move when a
+    # defence is added; a defended shard's own identity carries its defence (paths, rollouts, resume keys).
+    defenses: tuple[RunnableDefense, ...] = Field(default=(), exclude=True)
     methods_params: MethodsParams
     agent: AgentConfig
     executor: EndpointConfig
@@ -919,6 +962,8 @@ class Config(_Model):
         dumped["results_dir"] = self.results_dir
         dumped["apex"] = self.apex.model_dump(mode="json")
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
+        if self.defenses:  # absent when empty: the undefended run's resolved config stays as it was
+            dumped["defenses"] = list(self.defenses)
         return dumped
 
     def sha256(self) -> str:

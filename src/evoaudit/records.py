@@ -17,7 +17,6 @@ Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
 
 
-
 def recordable(value: Any) -> Any:
     """``value`` (JSON data) with text UTF-8 cannot encode (a lone surrogate) kept as backslash escapes, so
     that a record holding it can always be written; everything else is unchanged."""
@@ -28,6 +27,7 @@ def recordable(value: Any) -> Any:
     if isinstance(value, list):
         return [recordable(v) for v in value]
     return value
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -176,6 +176,17 @@ class Rollout(_Record):
     retrieval: dict[str, Any] | None = None
     # What a restarted job compares before keeping this rollout (evaluate.resume); None on old records.
     resume_key: str | None = None
+    # The defence the episode ran under (suite.defenses: what the model saw was rewritten by it); None
+    # for the undefended protocol, and then left out of the serialised record, so those records are
+    # unchanged.
+    defense: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_no_defense(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("defense") is None:
+            data.pop("defense", None)
+        return data
 
 
 class ManifestEntry(_Record):

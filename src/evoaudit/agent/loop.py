@@ -19,6 +19,7 @@ from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
+from evoaudit.suite.defenses import Defense
 from evoaudit.suite.interface import AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
@@ -59,16 +60,39 @@ async def run_episode(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> Episode:
     """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
 
-    The session's environment is mutated in place: it is the terminal state when this returns.
+    The session's environment is mutated in place: it is the terminal state when this returns. A
+    ``defense`` changes what the model receives (each tool message's text, and user messages after a round
+    of tool results); the executed calls keep the runtime's own text.
     """
     tools = session.schemas()
     tool_names = {t["function"]["name"] for t in tools}
     ep = Episode(messages=list(messages))
     start = time.perf_counter()
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    kept: set[str] | None = None  # the tools a tool filter kept; None: every tool is offered
+    if defense is not None and defense.filters_tools:
+        # AgentDojo's tool_filter, through this loop's own client: the question and the answer stay in the
+        # conversation, and only the tools the answer names are offered from then on.
+        question = Message(role="user", content=defense.filter_prompt())
+        request = ChatRequest(messages=(*ep.messages, question), tools=tools, seed=seed, tool_choice="none")
+        try:
+            response = await backend.complete(request)
+        except InfraFailure as failure:
+            ep.infra_failure, ep.infra_failure_detail = failure.kind, failure.detail
+            ep.usage = Usage(**usage)
+            ep.wall_s = time.perf_counter() - start
+            return ep
+        usage["requests"] += 0 if response.cached else 1
+        usage["prompt_tokens"] += response.prompt_tokens
+        usage["completion_tokens"] += response.completion_tokens
+        # Only its text: a call the model made anyway is not part of the answer (and is never run).
+        ep.messages += [question, Message(role="assistant", content=response.message.content or "")]
+        kept = defense.kept_tools(response.message.content, tool_names)
+        tools = [t for t in tools if t["function"]["name"] in kept]
     while True:
         if ep.steps >= max_steps:
             ep.step_limit_hit = True
@@ -94,13 +118,26 @@ async def run_episode(
             ep.final_output = reply.content or ""
             break
         for tc in reply.tool_calls:
-            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
+            if kept is not None and tc.name not in kept:  # the runtime no longer offers it: not run
+                error = defense.filtered_out(tc.name)  # type: ignore[union-attr]
+                ep.calls.append(
+                    ExecutedCall(call_id=tc.id, function=tc.name, args=_args_of(tc.arguments), error=error)
+                )
+            else:
+                ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
+            text = executed.error or executed.result
             ep.messages.append(
                 Message(
-                    role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result
+                    role="tool",
+                    tool_call_id=tc.id,
+                    name=tc.name,
+                    content=defense.tool_output(text) if defense is not None else text,
                 )
             )
+        if defense is not None:
+            prompt = next((m.content or "" for m in ep.messages if m.role == "user"), "")
+            ep.messages.extend(Message(role="user", content=t) for t in defense.after_tools(prompt))
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
@@ -117,24 +154,38 @@ async def run_instance(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
-    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport)."""
+    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport); a ``defense`` rewrites the
+    system message and what the model receives (``suite.defenses``)."""
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
     session = suite.open_tools(env, cfg)
     try:
         episode = await run_episode(
             backend,
-            opening_messages(system, suite.prompt_for(instance, attack)),
+            opening_messages(
+                defense.system(system) if defense is not None else system, suite.prompt_for(instance, attack)
+            ),
             session,
             max_steps=max_steps,
             seed=seed,
+            defense=defense,
         )
     finally:
         session.close()
     return pre, env, episode
+
+
+def _args_of(arguments: str) -> dict | None:
+    """A call's arguments as recorded (``_execute``'s reading): a JSON object, else None."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return recordable(args) if isinstance(args, dict) else None
 
 
 def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> ExecutedCall:
@@ -157,4 +208,3 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
     if error:
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
     return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
-

@@ -6,7 +6,7 @@ tool schemas, sampling parameters and a seed derived from the episode's identity
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +43,9 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     # The schema of the JSON answer this request expects, if any; the simulator ignores it.
     response_schema: ResponseSchema | None = None
+    # "none": the model must answer in text although tools are listed (the tool filter's question); None
+    # leaves it to the endpoint's wire settings, and then nothing is added to the request.
+    tool_choice: Literal["none"] | None = None
 
 
 class ChatResponse(BaseModel):

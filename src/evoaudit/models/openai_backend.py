@@ -327,7 +327,9 @@ class OpenAIBackend:
         if request.tools:
             body["tools"] = list(request.tools)
             # Some servers (llama-cpp-python's function-calling handler) drop the tools without it.
-            if e.wire.tool_choice is not None:
+            if request.tool_choice is not None:  # the request's own (the tool filter's question)
+                body["tool_choice"] = request.tool_choice
+            elif e.wire.tool_choice is not None:
                 body["tool_choice"] = e.wire.tool_choice
         if e.send_seed and request.seed is not None:
             body["seed"] = request.seed

@@ -21,7 +21,9 @@ import yaml
 
 from evoaudit.records import Call, Instance, Rollout
 from evoaudit.replay import predicates
+from evoaudit.replay.defended import defended_messages
 from evoaudit.replay.suites import replay_for
+from evoaudit.suite.defenses import get_defense, tool_filter_exchange
 from evoaudit.suite.environments import get_environment
 
 
@@ -154,19 +156,35 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     compare("tool_call_count", rollout.outcome.tool_calls, len(requested))
     texts = []
     executed = []
+    # A defended rollout's tool messages are the runtime's text as its defence rewrote it (the same seed,
+    # the same marker); the recorded calls keep the runtime's own text.
+    defense = get_defense(rollout.defense, rollout.seed)
+    raw = {c.call_id: c.error or c.result for c in rollout.calls}
+    # A tool filter's exchange, rebuilt from the conversation: a call to a tool it dropped was never run.
+    exchange = None
+    if defense is not None and defense.filters_tools:
+        exchange = tool_filter_exchange(rollout.messages, {tc.name for tc in requested})
+        compare("tool_filter_exchange", True, exchange is not None)
+    if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
+        out.mismatches.update(defended_messages(rollout.messages, defense))
     for tc in requested:
         try:
             args = json.loads(tc.arguments) if tc.arguments.strip() else {}
         except json.JSONDecodeError:
             args = None
-        if isinstance(args, dict):
+        if exchange is not None and tc.name not in exchange[0]:
+            args = args if isinstance(args, dict) else None
+            text = seen = defense.filtered_out(tc.name)  # type: ignore[union-attr]
+        elif isinstance(args, dict):
             text, _ = suite.run_call(env, Call(function=tc.name, args=args))
+            seen = defense.tool_output(text) if defense is not None else text
         else:
             args = None  # not a JSON object: the runtime never ran it; the model was told why
-            text = tool_msgs.get(tc.id, "")
-        if tool_msgs.get(tc.id) != text:
-            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), text)
-        texts.append(text)
+            seen = tool_msgs.get(tc.id, "")
+            text = seen if defense is None else raw.get(tc.id, "")
+        if tool_msgs.get(tc.id) != seen:
+            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), seen)
+        texts.append(seen)
         executed.append((tc.id, tc.name, args, text))
     # The evaluator's own call list must say the same as the conversation it recorded.
     recorded_calls = [(c.call_id, c.function, c.args, c.error or c.result) for c in rollout.calls]
@@ -178,9 +196,10 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     terminal = suite.state(env)
     compare("terminal_state", rollout.terminal_state, terminal)
+    # The tool filter's answer is not the episode's.
+    answers = [m for i, m in enumerate(rollout.messages) if exchange is None or i != exchange[1]]
     final = next(
-        (m.content or "" for m in reversed(rollout.messages) if m.role == "assistant" and not m.tool_calls),
-        "",
+        (m.content or "" for m in reversed(answers) if m.role == "assistant" and not m.tool_calls), ""
     )
     compare("final_output", rollout.final_output, final)
 

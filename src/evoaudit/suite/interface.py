@@ -131,6 +131,8 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # suite's tools towards the instance's plan, AgentDojo's suites) or "workspace" (an analyst in an
     # APEX-Harm workspace reading, running programs and writing files).
     simulator: str
+    # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.
+    unsupported_defenses: dict[str, str]
 
     def families(self, cfg: Any = None) -> list[str]:
         """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps

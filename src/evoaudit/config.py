@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from evoaudit.credentials import split_credentials
 
@@ -417,11 +417,16 @@ class _SuiteRules:
     goals_hint: str
     transfer: bool  # whether the cross-executor check runs on it
     attacker: bool  # whether its audit calls suite.apex.attacker
+    profiles: tuple[str, ...] = ("default",)  # agent.profile values it has a runner for
 
 
 _SUITE_RULES = {
     "banking": _SuiteRules(
-        lambda g: g.startswith("injection_task_"), "injection_task_N goals", transfer=True, attacker=False
+        lambda g: g.startswith("injection_task_"),
+        "injection_task_N goals",
+        transfer=True,
+        attacker=False,
+        profiles=("default", "agentdojo"),
     ),
     "apex": _SuiteRules(
         lambda g: not g.startswith("injection_task_"),
@@ -445,6 +450,21 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
                 f"{source}: {field}: {wrong} do not name attacks of suite {name!r}; "
                 f"list {rules.goals_hint} there"
             )
+    profile = data["agent"]["profile"]
+    if profile not in rules.profiles:
+        raise ConfigError(
+            f"{source}: agent.profile: {profile!r} is not a profile of suite {name!r} (it has "
+            f"{', '.join(rules.profiles)}); remove the key or choose one of those"
+        )
+    if profile != "default":
+        executors = (("executor", data["executor"]), ("transfer.executor", data["transfer"]["executor"]))
+        for where, ep in executors:
+            if ep["wire"]["parse_text_tool_calls"]:
+                raise ConfigError(
+                    f"{source}: {where}.wire.parse_text_tool_calls: true does not go with agent.profile "
+                    f"{profile!r}, which reads tool calls as that runner does (native tool_calls only); "
+                    "set it to false or use agent.profile: default"
+                )
     if not rules.transfer and data["transfer"]["enabled"]:
         raise ConfigError(
             f"{source}: transfer.enabled: the cross-executor check does not run on suite {name!r}; "
@@ -654,6 +674,16 @@ class EndpointConfig(_Model):
 class AgentConfig(_Model):
     max_steps: int
     system_prompt: str
+    profile: Literal["default", "agentdojo"] = "default"
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The default profile is left out of every dump, so that a configuration hashes (config hash,
+        # resume keys) exactly as it did before the key existed; loading the dump gives it back.
+        data = handler(self)
+        if data.get("profile") == "default":
+            data.pop("profile")
+        return data
 
 
 class SimErrorKinds(_Model):

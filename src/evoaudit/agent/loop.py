@@ -15,11 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evoaudit.agent.profile import agent_profile
 from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
-from evoaudit.suite.interface import AuditSuite, ToolSession
+from evoaudit.suite.interface import AgentProfile, AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
 # ``tool_name(...)`` call of a known tool, or a JSON object naming one.
@@ -106,6 +107,80 @@ async def run_episode(
     return ep
 
 
+async def run_runner_episode(
+    backend: ChatBackend,
+    messages: list[Message],
+    session: ToolSession,
+    profile: AgentProfile,
+    *,
+    max_steps: int,
+    seed: int | None,
+) -> Episode:
+    """``run_episode`` as a benchmark's own runner runs it (``agent.profile``; ``interface.AgentProfile``).
+
+    The requests carry the runner's message shapes and tool schemas; a call is executed as the runner's
+    executor does (``profile.prepare_call``); the calls of the ``max_steps``-th turn are not executed (the
+    runner's loop stops before them); and while the final message has no content the episode is run again
+    from the opening messages, on the environment the last run left, up to ``profile.attempts`` runs in
+    all. The episode records every run's messages and calls, in order."""
+    tools = profile.tool_schemas()
+    tool_names = {t["function"]["name"] for t in tools}
+    ep = Episode(messages=[])
+    start = time.perf_counter()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    reply: Message | None = None
+    for _ in range(profile.attempts):
+        convo = list(messages)
+        wire = [profile.wire_message(m) for m in convo]
+        ep.messages.extend(convo)
+        turns = 0
+        while True:
+            request = ChatRequest(messages=tuple(convo), tools=tools, seed=seed, runner_messages=tuple(wire))
+            try:
+                response = await backend.complete(request)
+            except InfraFailure as failure:
+                ep.infra_failure = failure.kind
+                ep.infra_failure_detail = failure.detail
+                reply = None
+                break
+            ep.steps += 1
+            turns += 1
+            usage["requests"] += 0 if response.cached else 1
+            usage["prompt_tokens"] += response.prompt_tokens
+            usage["completion_tokens"] += response.completion_tokens
+            reply = response.message
+            convo.append(reply)
+            ep.messages.append(reply)
+            ep.textual_action = (
+                ep.textual_action or reply.tool_calls_from_text or textual_action(reply.content, tool_names)
+            )
+            if not reply.tool_calls:
+                break
+            if turns >= max_steps:
+                ep.step_limit_hit = True
+                break
+            results: list[tuple[Message, bool]] = []
+            sent: list[dict[str, Any] | None] = []
+            for tc in reply.tool_calls:
+                executed, args = _execute_as_runner(tc.id, tc.name, tc.arguments, session, profile)
+                ep.calls.append(executed)
+                sent.append(args)
+                text = executed.error or executed.result
+                result = Message(role="tool", tool_call_id=tc.id, name=tc.name, content=text)
+                results.append((result, bool(executed.error)))
+            wire.append(profile.wire_message(reply, call_args=sent))
+            for msg, error in results:
+                convo.append(msg)
+                ep.messages.append(msg)
+                wire.append(profile.wire_message(msg, error=error))
+        if ep.infra_failure is not None or (reply is not None and reply.content is not None):
+            break
+    ep.final_output = (reply.content if reply is not None else None) or ""
+    ep.usage = Usage(**usage)
+    ep.wall_s = time.perf_counter() - start
+    return ep
+
+
 async def run_instance(
     backend: ChatBackend,
     system: str,
@@ -124,14 +199,15 @@ async def run_instance(
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
     session = suite.open_tools(env, cfg)
+    profile = agent_profile(suite, cfg)
+    opening = opening_messages(system, suite.prompt_for(instance, attack))
     try:
-        episode = await run_episode(
-            backend,
-            opening_messages(system, suite.prompt_for(instance, attack)),
-            session,
-            max_steps=max_steps,
-            seed=seed,
-        )
+        if profile is None:
+            episode = await run_episode(backend, opening, session, max_steps=max_steps, seed=seed)
+        else:
+            episode = await run_runner_episode(
+                backend, opening, session, profile, max_steps=max_steps, seed=seed
+            )
     finally:
         session.close()
     return pre, env, episode
@@ -158,3 +234,23 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
     return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
 
+
+def _execute_as_runner(
+    call_id: str, name: str, arguments: str, session: ToolSession, profile: AgentProfile
+) -> tuple[ExecutedCall, dict[str, Any] | None]:
+    """A call as the runner's executor makes it: (the record, the arguments as executed, which the runner's
+    next request carries; None when they did not parse)."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ExecutedCall(call_id=call_id, function=name, args=None, error=f"JSONDecodeError: {exc}"), None
+    if not isinstance(args, dict):
+        error = "ValueError: tool arguments must be a JSON object"
+        return ExecutedCall(call_id=call_id, function=name, args=None, error=error), None
+    args, refusal = profile.prepare_call(name, args)
+    if refusal is not None:
+        return ExecutedCall(call_id=call_id, function=name, args=recordable(args), error=refusal), args
+    text, error = session.call(name, args)
+    if error:
+        return ExecutedCall(call_id=call_id, function=name, args=recordable(args), error=error), args
+    return ExecutedCall(call_id=call_id, function=name, args=recordable(args), result=text), args

@@ -43,6 +43,10 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     # The schema of the JSON answer this request expects, if any; the simulator ignores it.
     response_schema: ResponseSchema | None = None
+    # The messages as a benchmark runner's own client sends them (``agent.profile`` other than default),
+    # in that client's wire shape; the ``openai`` backend then sends them, the tools and that client's
+    # sampling (``OpenAIBackend.request_body``) instead of its own. The simulator reads ``messages``.
+    runner_messages: tuple[dict[str, Any], ...] | None = None
 
 
 class ChatResponse(BaseModel):

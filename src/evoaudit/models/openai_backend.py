@@ -318,6 +318,8 @@ class OpenAIBackend:
         """The request as sent. ``structured``: whether a response schema goes out (default: as
         ``wire.structured_output`` decides, probing the server once under ``auto``)."""
         e = self.endpoint
+        if request.runner_messages is not None:
+            return self._runner_body(request)
         body: dict[str, Any] = {
             "model": e.model,
             "messages": [request_message(m, e.wire.assistant_content) for m in request.messages],
@@ -336,6 +338,19 @@ class OpenAIBackend:
                 structured = self.structured_output_enabled()
             if structured:
                 body["response_format"] = request.response_schema.response_format()
+        return body
+
+    def _runner_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The body AgentDojo's OpenAILLM sends (``agent.profile: agentdojo``): its messages and tools,
+        ``tool_choice: auto`` with tools, the temperature only when it is not zero (its client sends
+        ``temperature or NOT_GIVEN``), and no max_tokens, seed or wire setting; ``extra_body`` still
+        merges when the request goes out."""
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": list(request.runner_messages or ())}
+        if request.tools:
+            body["tools"] = list(request.tools)
+            body["tool_choice"] = "auto"
+        if self.endpoint.temperature:
+            body["temperature"] = self.endpoint.temperature
         return body
 
     def cache_key(self, body: dict[str, Any]) -> str:
@@ -470,7 +485,10 @@ class OpenAIBackend:
             except openai.APIResponseValidationError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                parsed = parse_completion(text, request, parse_text_calls=e.wire.parse_text_tool_calls)
+                # A runner's own client reads native tool_calls only (agent.profile).
+                runner = request is not None and request.runner_messages is not None
+                text_calls = e.wire.parse_text_tool_calls and not runner
+                parsed = parse_completion(text, request, parse_text_calls=text_calls)
                 if isinstance(parsed, ChatResponse):
                     if parsed.finish_reason == "content_filter":
                         raise InfraFailure("guardrail_rejection", "finish_reason content_filter")

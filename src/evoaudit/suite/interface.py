@@ -213,3 +213,35 @@ class AuditSuite(SuiteEnvironment, Protocol):
         ...
 
     def disclosure(self, attack: str, pre: Any, post: Any) -> bool: ...
+
+
+@runtime_checkable
+class AgentProfile(Protocol):
+    """How a benchmark's own runner talks to the model (``agent.profile``), for parity with that runner.
+
+    A suite that has a runner of its own offers it as ``suite.agent_profile(name)`` (optional: a suite
+    without one need not define the method; ``None`` for ``default``). The agent loop then sends the
+    runner's system message, tool schemas and message shapes, executes calls as the runner does, and
+    re-runs an episode whose final message has no content as often as the runner does."""
+
+    name: str
+    system_message: str
+    # Runs of the whole episode while its final message has no content (AgentDojo: 3, on the same env).
+    attempts: int
+
+    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
+        """The tools as the runner's client sends them."""
+        ...
+
+    def prepare_call(self, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The arguments as the runner executes them (possibly converted), or the runner's refusal of the
+        call (an unknown tool) as the error text the model sees."""
+        ...
+
+    def wire_message(
+        self, message: Message, *, call_args: Sequence[dict[str, Any] | None] = (), error: bool = False
+    ) -> dict[str, Any]:
+        """``message`` as the runner's client puts it in a request body. ``call_args``: an assistant
+        turn's call arguments as executed (None where they did not parse); ``error``: a tool message
+        whose content is the call's error."""
+        ...

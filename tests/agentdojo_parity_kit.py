@@ -12,6 +12,7 @@ import json
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -101,12 +102,13 @@ def logging_proxy(upstream: str) -> Iterator[tuple[str, Proxy]]:
 
 
 @contextmanager
-def scripted_server() -> Iterator[str]:
+def scripted_server(final_content: bool = True) -> Iterator[str]:
     """A loopback chat server that plays AgentDojo's ground-truth agent with native tool calls: it finds
     the user task by the request's user text, answers the task's next ground-truth call (arguments as
     JSON text, ids ``call_<n>``, content null) while fewer tool results than calls are in the request, then
     the task's ground-truth output. No sampling, so both runners meet the same answers to the same
-    requests; the bodies themselves are compared through ``logging_proxy``."""
+    requests; the bodies themselves are compared through ``logging_proxy``. With ``final_content`` off
+    the last answer has no content (``null``), which AgentDojo's runner answers by running the task again."""
     suite = agentdojo_suite("v1.2.2", "banking")
     tasks = {t.PROMPT: t for t in suite.user_tasks.values()}
 
@@ -136,7 +138,8 @@ def scripted_server() -> Iterator[str]:
             }
             finish = "tool_calls"
         else:
-            msg = {"role": "assistant", "content": getattr(task, "GROUND_TRUTH_OUTPUT", "") or "Done."}
+            output = (getattr(task, "GROUND_TRUTH_OUTPUT", "") or "Done.") if final_content else None
+            msg = {"role": "assistant", "content": output}
             finish = "stop"
         return {
             "id": "scripted",
@@ -265,6 +268,28 @@ def run_evoaudit(base_url: str, user_task: str, goal: str, max_steps: int) -> tu
     return bool(rollout.outcome.utility), bool(rollout.outcome.attack_success), rollout
 
 
+def without_call_ids(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bodies with each tool-call id replaced by its order of first appearance (``id-0``, ...):
+    llama-server draws a random id per call, which its chat template does not render."""
+    names: dict[str, str] = {}
+
+    def rename(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return names.setdefault(value, f"id-{len(names)}")
+
+    out = []
+    for body in bodies:
+        body = json.loads(json.dumps(body))
+        for m in body.get("messages", []):
+            for tc in m.get("tool_calls") or []:
+                tc["id"] = rename(tc.get("id"))
+            if "tool_call_id" in m:
+                m["tool_call_id"] = rename(m["tool_call_id"])
+        out.append(body)
+    return out
+
+
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     """Where two JSON values first differ (None when equal)."""
     if type(a) is not type(b):
@@ -293,7 +318,10 @@ def compare_pair(base: str, proxy: Proxy, user_task: str, goal: str, max_steps: 
     e_u, e_s, rollout = run_evoaudit(base, user_task, goal, max_steps)
     a_bodies = proxy.bodies.get(f"agentdojo/{user_task}/{goal}", [])
     e_bodies = proxy.bodies.get(f"evoaudit/{user_task}/{goal}", [])
-    diffs = [first_difference(x, y) for x, y in zip(a_bodies, e_bodies, strict=False)]
+    diffs = [
+        first_difference(x, y)
+        for x, y in zip(without_call_ids(a_bodies), without_call_ids(e_bodies), strict=False)
+    ]
     return {
         "pair": (user_task, goal),
         "agentdojo": {"utility": a_u, "security": a_s, "requests": len(a_bodies)},
@@ -309,5 +337,7 @@ if __name__ == "__main__":
     pairs = [tuple(p.split(":")) for p in sys.argv[2:]] or [("user_task_0", "injection_task_0")]
     with logging_proxy(upstream) as (base, proxy):
         for user_task, goal in pairs:
-            print(json.dumps(compare_pair(base, proxy, user_task, goal, 4), indent=1), flush=True)
+            start = time.monotonic()
+            result = compare_pair(base, proxy, user_task, goal, 4)
+            print(json.dumps(result | {"s": round(time.monotonic() - start, 1)}), flush=True)
         Path("/tmp/par/bodies.json").write_text(json.dumps(proxy.bodies, indent=1))

@@ -46,6 +46,16 @@ def test_agentdojo_runner_and_the_profile_agree_per_pair(scripted_runs):
     assert all(r["evoaudit"]["utility"] and not r["evoaudit"]["security"] for r in scripted_runs)
 
 
+def test_a_final_message_without_content_runs_the_task_again_as_agentdojo_does():
+    with scripted_server(final_content=False) as upstream, logging_proxy(upstream) as (base, proxy):
+        run = compare_pair(base, proxy, "user_task_3", "injection_task_4", max_steps=8)
+    # Three runs of (two calls, then the answer without content), on the environment each run left.
+    assert run["agentdojo"]["requests"] == run["evoaudit"]["requests"] == 9, run
+    assert run["body_diffs"] == [] and len(run["calls"]) == 6, run
+    a, e = run["agentdojo"], run["evoaudit"]
+    assert (a["utility"], a["security"]) == (e["utility"], e["security"]), run
+
+
 def test_the_default_profile_is_left_out_of_every_dump_and_hash():
     default = config_mod.from_dict({})
     named = config_mod.from_dict({"agent": {"profile": "default"}})

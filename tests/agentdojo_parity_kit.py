@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -212,7 +213,8 @@ def agentdojo_pipeline(base_url: str, max_steps: int) -> AgentPipeline:
 
 def run_agentdojo(base_url: str, user_task: str, goal: str, max_steps: int) -> tuple[bool, bool]:
     """AgentDojo's own benchmark function on one pair: (utility, security), security True = the injection
-    task succeeded, as AgentDojo reports it."""
+    task succeeded, as AgentDojo reports it. A server error it does not absorb (it absorbs only context
+    overflows) propagates, as it stops AgentDojo's benchmark."""
     suite = agentdojo_suite("v1.2.2", "banking")
     pipeline = agentdojo_pipeline(base_url, max_steps)
     attack = load_attack("important_instructions", suite, pipeline)
@@ -313,9 +315,16 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
 
 def compare_pair(base: str, proxy: Proxy, user_task: str, goal: str, max_steps: int) -> dict[str, Any]:
     proxy.tag = f"agentdojo/{user_task}/{goal}"
-    a_u, a_s = run_agentdojo(base, user_task, goal, max_steps)
+    try:
+        a_u, a_s = run_agentdojo(base, user_task, goal, max_steps)
+        agentdojo: dict[str, Any] = {"utility": a_u, "security": a_s}
+    except openai.APIStatusError as exc:  # AgentDojo's benchmark stops here; no verdict for the pair
+        agentdojo = {"raised": f"{exc.status_code}: {exc.message}"[:200]}
     proxy.tag = f"evoaudit/{user_task}/{goal}"
     e_u, e_s, rollout = run_evoaudit(base, user_task, goal, max_steps)
+    evoaudit: dict[str, Any] = {"utility": e_u, "security": e_s}
+    if rollout.outcome.infra_failure:
+        evoaudit["infra_failure"] = rollout.outcome.infra_failure
     a_bodies = proxy.bodies.get(f"agentdojo/{user_task}/{goal}", [])
     e_bodies = proxy.bodies.get(f"evoaudit/{user_task}/{goal}", [])
     diffs = [
@@ -324,11 +333,12 @@ def compare_pair(base: str, proxy: Proxy, user_task: str, goal: str, max_steps: 
     ]
     return {
         "pair": (user_task, goal),
-        "agentdojo": {"utility": a_u, "security": a_s, "requests": len(a_bodies)},
-        "evoaudit": {"utility": e_u, "security": e_s, "requests": len(e_bodies)},
+        "agentdojo": agentdojo | {"requests": len(a_bodies)},
+        "evoaudit": evoaudit | {"requests": len(e_bodies)},
         "body_diffs": [d for d in diffs if d],
         "calls": [c.function for c in rollout.calls],
         "final_output": rollout.final_output[:200],
+        "rollout": rollout,
     }
 
 
@@ -338,6 +348,7 @@ if __name__ == "__main__":
     with logging_proxy(upstream) as (base, proxy):
         for user_task, goal in pairs:
             start = time.monotonic()
-            result = compare_pair(base, proxy, user_task, goal, 4)
+            result = compare_pair(base, proxy, user_task, goal, int(os.environ.get("PARITY_MAX_STEPS", "4")))
+            result.pop("rollout")
             print(json.dumps(result | {"s": round(time.monotonic() - start, 1)}), flush=True)
         Path("/tmp/par/bodies.json").write_text(json.dumps(proxy.bodies, indent=1))

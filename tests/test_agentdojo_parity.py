@@ -103,8 +103,15 @@ def test_agentdojo_runner_and_the_agentdojo_profile_agree_per_pair(qwen_server, 
     record_property("parity_results", json.dumps(summary))
     for r in runs:
         a, e = r["agentdojo"], r["evoaudit"]
+        assert r["body_diffs"] == [], r  # turn by turn, as far as both went
+        if "raised" in a:
+            # A server error AgentDojo's benchmark does not absorb stops it (no verdict); evoaudit records
+            # the episode as an infrastructure failure, kept out of the denominators.
+            assert "infra_failure" in e, r
+            continue
+        assert "infra_failure" not in e, r
         assert (a["utility"], a["security"]) == (e["utility"], e["security"]), r
-        assert a["requests"] == e["requests"] and r["body_diffs"] == [], r
+        assert a["requests"] == e["requests"], r
     if variant == "json-calls-template":
         # The template that lets llama-server read the model's calls: tool rounds were run.
         assert any(r["calls"] for r in runs), summary

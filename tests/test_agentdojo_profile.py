@@ -16,6 +16,7 @@ from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import ConfigError
 from evoaudit.evaluate import resume
+from evoaudit.replay.recompute import replay_rollout
 from evoaudit.suite.registry import get_suite
 
 PAIRS = [
@@ -54,6 +55,23 @@ def test_a_final_message_without_content_runs_the_task_again_as_agentdojo_does()
     assert run["body_diffs"] == [] and len(run["calls"]) == 6, run
     a, e = run["agentdojo"], run["evoaudit"]
     assert (a["utility"], a["security"]) == (e["utility"], e["security"]), run
+
+
+def test_the_last_turns_calls_are_left_unexecuted_as_agentdojo_does_and_replay_agrees(scripted_runs):
+    with scripted_server() as upstream, logging_proxy(upstream) as (base, proxy):
+        # user_task_3 needs two calls: with two model turns the second turn's call is never made, and that
+        # turn (a call, no content) is a final message without content: three runs in all.
+        run = compare_pair(base, proxy, "user_task_3", "injection_task_4", max_steps=2)
+    assert run["agentdojo"]["requests"] == run["evoaudit"]["requests"] == 6, run
+    assert run["body_diffs"] == [] and run["calls"] == ["get_most_recent_transactions"] * 3, run
+    a, e = run["agentdojo"], run["evoaudit"]
+    assert (a["utility"], a["security"]) == (e["utility"], e["security"]) == (False, False), run
+    assert run["rollout"].outcome.step_limit_hit
+    # Independent replay reads the unanswered call as not executed, and the last turn's text as the output.
+    for r in [run, *scripted_runs]:
+        rollout = r["rollout"]
+        instance = get_suite("banking").official_instances([rollout.family])[0]
+        assert replay_rollout(rollout, instance).mismatches == {}, r["pair"]
 
 
 def test_the_default_profile_is_left_out_of_every_dump_and_hash():

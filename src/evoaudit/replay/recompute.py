@@ -149,8 +149,12 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     pre_env = suite.copy_environment(env)
 
     # Rebuild the executed calls from the assistant messages, not from the evaluator's call list.
-    requested = [tc for m in rollout.messages if m.role == "assistant" for tc in m.tool_calls]
     tool_msgs = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
+    # A call the conversation leaves unanswered was never executed: the last turn's calls under a runner
+    # profile (agent.profile), whose loop stops before them. The default loop answers every call.
+    requested = [
+        tc for m in rollout.messages if m.role == "assistant" for tc in m.tool_calls if tc.id in tool_msgs
+    ]
     compare("tool_call_count", rollout.outcome.tool_calls, len(requested))
     texts = []
     executed = []
@@ -178,10 +182,11 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     terminal = suite.state(env)
     compare("terminal_state", rollout.terminal_state, terminal)
-    final = next(
-        (m.content or "" for m in reversed(rollout.messages) if m.role == "assistant" and not m.tool_calls),
-        "",
-    )
+    # The final output is the content of the conversation's last message when the model wrote it (a
+    # runner profile ends on its last turn, calls or not); an episode that ended on a tool result or before
+    # any answer has none. The default loop ends on a turn without calls, at the step limit or on a failure.
+    last = rollout.messages[-1] if rollout.messages else None
+    final = (last.content or "") if last is not None and last.role == "assistant" else ""
     compare("final_output", rollout.final_output, final)
 
     o = rollout.outcome

@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +36,7 @@ from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.evaluate.runner import EpisodeSpec, run_one
 from evoaudit.models.openai_backend import OpenAIBackend
+from evoaudit.records import Message
 from evoaudit.suite.registry import get_suite
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
@@ -51,9 +52,13 @@ class Proxy:
     upstream: str
     tag: str = ""
     bodies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    answers: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     def record(self, body: bytes) -> None:
         self.bodies.setdefault(self.tag, []).append(json.loads(body))
+
+    def answered(self, status: int, data: bytes) -> None:
+        self.answers.setdefault(self.tag, []).append((status, data.decode("utf-8", "replace")))
 
 
 @contextmanager
@@ -69,7 +74,8 @@ def logging_proxy(upstream: str) -> Iterator[tuple[str, Proxy]]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             path = self.path.removeprefix("/v1")
-            if method == "POST" and path.endswith("/chat/completions") and body:
+            chat = method == "POST" and path.endswith("/chat/completions") and body
+            if chat:
                 proxy.record(body)
             root = proxy.upstream.removesuffix("/v1")
             url = (proxy.upstream + path) if self.path.startswith("/v1") else (root + self.path)
@@ -80,6 +86,8 @@ def logging_proxy(upstream: str) -> Iterator[tuple[str, Proxy]]:
                     status, data = resp.status, resp.read()
             except urllib.error.HTTPError as exc:
                 status, data = exc.code, exc.read()
+            if chat:
+                proxy.answered(status, data)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -313,13 +321,72 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path}: {a!r:.300} vs {b!r:.300}"
 
 
-def compare_pair(base: str, proxy: Proxy, user_task: str, goal: str, max_steps: int) -> dict[str, Any]:
+def _post(url: str, body: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def wait_healthy(upstream: str, timeout_s: float = 180) -> None:
+    """Until llama-server's /health answers 200: it lists its model (and answers 503) while loading."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(upstream.removesuffix("/v1") + "/health", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{upstream}: /health did not answer 200 within {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def slot_snapshot(upstream: str, name: str = "parity-prefix.bin") -> Callable[[], None]:
+    """llama-server's only slot, as it is after one request with the runners' common prefix (AgentDojo's
+    system message and tools), saved to a file (the server needs ``--slot-save-path``); returns what restores
+    it. Restored before each side of each pair, it makes both runners' requests meet the same cache: the
+    numbers of a prompt computed from a different cached prefix differ in the last bits, and a greedy
+    0.5B model's answer with them (it did, on an amount: 100000 against 1000000)."""
+    root = upstream.removesuffix("/v1")
+    profile = get_suite("banking").agent_profile("agentdojo")
+    opening = [Message(role="system", content=profile.system_message), Message(role="user", content="Hello")]
+    body = {
+        "model": MODEL,
+        "messages": [profile.wire_message(m) for m in opening],
+        "tools": list(profile.tool_schemas()),
+        "tool_choice": "auto",
+        "max_tokens": 1,
+    }
+    _post(upstream + "/chat/completions", body)
+    _post(root + "/slots/0?action=save", {"filename": name})
+
+    def restore() -> None:
+        _post(root + "/slots/0?action=restore", {"filename": name})
+
+    return restore
+
+
+def compare_pair(
+    base: str,
+    proxy: Proxy,
+    user_task: str,
+    goal: str,
+    max_steps: int,
+    reset: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Both runners on one pair, AgentDojo's first; ``reset`` (e.g. ``slot_snapshot``'s) runs before each."""
+    if reset is not None:
+        reset()
     proxy.tag = f"agentdojo/{user_task}/{goal}"
     try:
         a_u, a_s = run_agentdojo(base, user_task, goal, max_steps)
         agentdojo: dict[str, Any] = {"utility": a_u, "security": a_s}
     except openai.APIStatusError as exc:  # AgentDojo's benchmark stops here; no verdict for the pair
         agentdojo = {"raised": f"{exc.status_code}: {exc.message}"[:200]}
+    if reset is not None:
+        reset()
     proxy.tag = f"evoaudit/{user_task}/{goal}"
     e_u, e_s, rollout = run_evoaudit(base, user_task, goal, max_steps)
     evoaudit: dict[str, Any] = {"utility": e_u, "security": e_s}

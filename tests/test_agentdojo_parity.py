@@ -8,7 +8,9 @@ from ``AgentPipeline.from_config``, the ``important_instructions`` attack) and e
 under ``agent.profile: agentdojo`` (the runner's ``run_one`` on AgentDojo's own user task, whose official
 predicate is AgentDojo's utility and whose attack success is its security) must give the same utility and
 security per pair, from the same request bodies (call ids aside: llama-server draws them at random and the
-template does not render them).
+template does not render them). Before each side of each pair the server's slot is restored to one saved
+state (``slot_snapshot``): a prompt computed from another cached prefix comes out different in the last bits,
+which was enough to change the greedy answer of this model.
 
 Two chat templates, the same for both runners:
 
@@ -30,22 +32,24 @@ import time
 from pathlib import Path
 
 import pytest
-from agentdojo_parity_kit import MODEL, compare_pair, logging_proxy
+from agentdojo_parity_kit import MODEL, compare_pair, logging_proxy, slot_snapshot, wait_healthy
 
 from evoaudit.ops import compat
 
 TEMPLATE = Path(__file__).parent / "data" / "chatml-json-calls.jinja"
-MAX_STEPS = 4  # model turns; AgentDojo's tool loop gets max_steps - 1 iterations
+MAX_STEPS = 3  # model turns; AgentDojo's tool loop gets max_steps - 1 iterations
 PAIRS = {
     "gguf-template": [
         ("user_task_0", "injection_task_0"),
         ("user_task_3", "injection_task_4"),
         ("user_task_12", "injection_task_3"),
     ],
+    # Pairs whose episodes stay clear of llama-server's HTTP 500 for an answer its parser cannot read (a
+    # call cut off at the token limit), which AgentDojo's client asks nine times before its benchmark stops.
     "json-calls-template": [
-        ("user_task_0", "injection_task_0"),
-        ("user_task_4", "injection_task_0"),
-        ("user_task_12", "injection_task_3"),
+        ("user_task_2", "injection_task_1"),
+        ("user_task_11", "injection_task_2"),
+        ("user_task_14", "injection_task_7"),
     ],
 }
 
@@ -71,23 +75,27 @@ def qwen_server(request, tmp_path_factory):
     threads = os.environ.get("EVOAUDIT_PARITY_THREADS", "2")
     argv = [str(binary), "--model", str(model), "--alias", MODEL, "--jinja", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--parallel", "1", "--ctx-size", "8192", "--seed", "0", "--temp", "0"]
+    slots = tmp_path_factory.mktemp(f"{request.param}-slots")
     argv += ["--n-predict", "192", "--threads", threads, "--no-webui"]
+    # No host-memory prompt cache: the slot's own cache is what slot_snapshot saves and restores.
+    argv += ["--cache-ram", "0", "--slot-save-path", str(slots)]
     if request.param == "json-calls-template":
         argv += ["--chat-template-file", str(TEMPLATE)]
     log = tmp_path_factory.mktemp(request.param) / "server.log"
     try:
         with compat.process_server(argv, port, log) as base:
-            yield request.param, base
+            wait_healthy(base)
+            yield request.param, base, slot_snapshot(base)
     except compat.Unavailable as exc:
         pytest.fail(f"llama-server did not start: {exc}")
 
 
 @pytest.mark.slow
 def test_agentdojo_runner_and_the_agentdojo_profile_agree_per_pair(qwen_server, record_property):
-    variant, upstream = qwen_server
+    variant, upstream, reset = qwen_server
     start = time.monotonic()
     with logging_proxy(upstream) as (base, proxy):
-        runs = [compare_pair(base, proxy, u, g, MAX_STEPS) for u, g in PAIRS[variant]]
+        runs = [compare_pair(base, proxy, u, g, MAX_STEPS, reset) for u, g in PAIRS[variant]]
     seconds = round(time.monotonic() - start, 1)
     summary = [
         {

@@ -1,8 +1,9 @@
 """AgentDojo's own runner and evoaudit's ``agentdojo`` profile on the same endpoint, one (user task,
 injection task) pair at a time, with every chat request body either side sends logged by a loopback proxy.
 
-Used by ``tests/test_agentdojo_parity.py`` (and by hand: ``python tests/agentdojo_parity_kit.py BASE_URL``
-prints both sides' verdicts and the first request-body difference of each pair).
+Used by ``tests/test_agentdojo_profile.py`` (a scripted server) and ``tests/test_agentdojo_parity.py``
+(llama-server); by hand, ``python tests/agentdojo_parity_kit.py BASE_URL [PAIR ...] [--bodies FILE]`` prints
+both sides' verdicts and request-body differences per pair (and writes every body and answer to FILE).
 """
 
 from __future__ import annotations
@@ -410,12 +411,23 @@ def compare_pair(
 
 
 if __name__ == "__main__":
-    upstream = sys.argv[1]
-    pairs = [tuple(p.split(":")) for p in sys.argv[2:]] or [("user_task_0", "injection_task_0")]
+    # python tests/agentdojo_parity_kit.py BASE_URL [user_task_N:injection_task_M ...] [--bodies FILE]
+    # (PARITY_MAX_STEPS: model turns, default 3). Without a slot snapshot: for a server that is not
+    # llama-server started with --slot-save-path; see tests/test_agentdojo_parity.py for why it matters.
+    args = sys.argv[1:]
+    bodies_file = None
+    if "--bodies" in args:
+        i = args.index("--bodies")
+        bodies_file = Path(args[i + 1])
+        del args[i : i + 2]
+    upstream, *named = args
+    pairs = [tuple(p.split(":")) for p in named] or [("user_task_0", "injection_task_0")]
+    steps = int(os.environ.get("PARITY_MAX_STEPS", "3"))
     with logging_proxy(upstream) as (base, proxy):
         for user_task, goal in pairs:
             start = time.monotonic()
-            result = compare_pair(base, proxy, user_task, goal, int(os.environ.get("PARITY_MAX_STEPS", "4")))
+            result = compare_pair(base, proxy, user_task, goal, steps)
             result.pop("rollout")
             print(json.dumps(result | {"s": round(time.monotonic() - start, 1)}), flush=True)
-        Path("/tmp/par/bodies.json").write_text(json.dumps(proxy.bodies, indent=1))
+    if bodies_file is not None:
+        bodies_file.write_text(json.dumps({"requests": proxy.bodies, "answers": proxy.answers}, indent=1))

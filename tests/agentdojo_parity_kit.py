@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -112,13 +112,15 @@ def logging_proxy(upstream: str) -> Iterator[tuple[str, Proxy]]:
 
 
 @contextmanager
-def scripted_server(final_content: bool = True) -> Iterator[str]:
+def scripted_server(final_content: bool = True, first: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
     """A loopback chat server that plays AgentDojo's ground-truth agent with native tool calls: it finds
     the user task by the request's user text, answers the task's next ground-truth call (arguments as
     JSON text, ids ``call_<n>``, content null) while fewer tool results than calls are in the request, then
     the task's ground-truth output. No sampling, so both runners meet the same answers to the same
     requests; the bodies themselves are compared through ``logging_proxy``. With ``final_content`` off
-    the last answer has no content (``null``), which AgentDojo's runner answers by running the task again."""
+    the last answer has no content (``null``), which AgentDojo's runner answers by running the task again.
+    ``first``: calls (name, arguments as the JSON text sent) answered before the plan's, one a turn (an
+    unknown tool, a list-like string, arguments that are not JSON or not an object)."""
     suite = agentdojo_suite("v1.2.2", "banking")
     tasks = {t.PROMPT: t for t in suite.user_tasks.values()}
 
@@ -133,8 +135,9 @@ def scripted_server(final_content: bool = True) -> Iterator[str]:
         task = tasks[prompt]
         plan = task.ground_truth(suite.load_and_inject_default_environment({}))
         done = sum(m["role"] == "tool" for m in messages)
-        if done < len(plan):
-            call = plan[done]
+        calls = [*first, *((c.function, json.dumps(dict(c.args))) for c in plan)]
+        if done < len(calls):
+            name, arguments = calls[done]
             msg = {
                 "role": "assistant",
                 "content": None,
@@ -142,7 +145,7 @@ def scripted_server(final_content: bool = True) -> Iterator[str]:
                     {
                         "id": f"call_{done}",
                         "type": "function",
-                        "function": {"name": call.function, "arguments": json.dumps(dict(call.args))},
+                        "function": {"name": name, "arguments": arguments},
                     }
                 ],
             }
@@ -241,10 +244,10 @@ def run_agentdojo(base_url: str, user_task: str, goal: str, max_steps: int) -> t
     return utility[(user_task, goal)], security[(user_task, goal)]
 
 
-def evoaudit_config(base_url: str, max_steps: int) -> config_mod.Config:
+def evoaudit_config(base_url: str, max_steps: int, profile: str = "agentdojo") -> config_mod.Config:
     return config_mod.from_dict(
         {
-            "agent": {"profile": "agentdojo", "max_steps": max_steps},
+            "agent": {"profile": profile, "max_steps": max_steps},
             "suite": {"attack": {"user_name": "Emma Johnson", "model_name": "Local model"}},
             "executor": {
                 "backend": "openai",
@@ -261,10 +264,12 @@ def evoaudit_config(base_url: str, max_steps: int) -> config_mod.Config:
     )
 
 
-def run_evoaudit(base_url: str, user_task: str, goal: str, max_steps: int) -> tuple[bool, bool, Any]:
+def run_evoaudit(
+    base_url: str, user_task: str, goal: str, max_steps: int, profile: str = "agentdojo"
+) -> tuple[bool, bool, Any]:
     """evoaudit's static condition on one pair, through the runner's ``run_one``, on AgentDojo's own user
     task as an instance (``official`` predicate: AgentDojo's utility; attack success: its security)."""
-    cfg = evoaudit_config(base_url, max_steps)
+    cfg = evoaudit_config(base_url, max_steps, profile)
     instance = get_suite("banking").official_instances([user_task])[0]
     spec = EpisodeSpec("parity", "static", "attacked", instance, goal)
 
@@ -376,8 +381,11 @@ def compare_pair(
     goal: str,
     max_steps: int,
     reset: Callable[[], None] | None = None,
+    random_ids: bool = False,
 ) -> dict[str, Any]:
-    """Both runners on one pair, AgentDojo's first; ``reset`` (e.g. ``slot_snapshot``'s) runs before each."""
+    """Both runners on one pair, AgentDojo's first; ``reset`` (e.g. ``slot_snapshot``'s) runs before each.
+    ``random_ids``: the server draws a random id per call (llama-server), so the bodies are compared with
+    each id replaced by its order of first appearance; otherwise byte for byte, ids included."""
     if reset is not None:
         reset()
     proxy.tag = f"agentdojo/{user_task}/{goal}"
@@ -386,6 +394,8 @@ def compare_pair(
         agentdojo: dict[str, Any] = {"utility": a_u, "security": a_s}
     except openai.APIStatusError as exc:  # AgentDojo's benchmark stops here; no verdict for the pair
         agentdojo = {"raised": f"{exc.status_code}: {exc.message}"[:200]}
+    except ValueError as exc:  # its client's json.loads / FunctionCall on arguments it cannot read
+        agentdojo = {"raised": f"{type(exc).__name__}: {exc}"[:200]}
     if reset is not None:
         reset()
     proxy.tag = f"evoaudit/{user_task}/{goal}"
@@ -395,10 +405,9 @@ def compare_pair(
         evoaudit["infra_failure"] = rollout.outcome.infra_failure
     a_bodies = proxy.bodies.get(f"agentdojo/{user_task}/{goal}", [])
     e_bodies = proxy.bodies.get(f"evoaudit/{user_task}/{goal}", [])
-    diffs = [
-        first_difference(x, y)
-        for x, y in zip(without_call_ids(a_bodies), without_call_ids(e_bodies), strict=False)
-    ]
+    if random_ids:
+        a_bodies, e_bodies = without_call_ids(a_bodies), without_call_ids(e_bodies)
+    diffs = [first_difference(x, y) for x, y in zip(a_bodies, e_bodies, strict=False)]
     return {
         "pair": (user_task, goal),
         "agentdojo": agentdojo | {"requests": len(a_bodies)},
@@ -426,7 +435,7 @@ if __name__ == "__main__":
     with logging_proxy(upstream) as (base, proxy):
         for user_task, goal in pairs:
             start = time.monotonic()
-            result = compare_pair(base, proxy, user_task, goal, steps)
+            result = compare_pair(base, proxy, user_task, goal, steps, random_ids=True)
             result.pop("rollout")
             print(json.dumps(result | {"s": round(time.monotonic() - start, 1)}), flush=True)
     if bodies_file is not None:

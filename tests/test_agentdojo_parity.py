@@ -95,7 +95,7 @@ def test_agentdojo_runner_and_the_agentdojo_profile_agree_per_pair(qwen_server, 
     variant, upstream, reset = qwen_server
     start = time.monotonic()
     with logging_proxy(upstream) as (base, proxy):
-        runs = [compare_pair(base, proxy, u, g, MAX_STEPS, reset) for u, g in PAIRS[variant]]
+        runs = [compare_pair(base, proxy, u, g, MAX_STEPS, reset, random_ids=True) for u, g in PAIRS[variant]]
     seconds = round(time.monotonic() - start, 1)
     summary = [
         {

@@ -10,12 +10,13 @@ is ``tests/test_agentdojo_parity.py`` (slow).
 from __future__ import annotations
 
 import pytest
-from agentdojo_parity_kit import compare_pair, logging_proxy, scripted_server
+from agentdojo_parity_kit import compare_pair, logging_proxy, run_evoaudit, scripted_server
 
 from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import ConfigError
 from evoaudit.evaluate import resume
+from evoaudit.records import Message, ToolCall
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.suite.registry import get_suite
 
@@ -55,6 +56,12 @@ def test_a_final_message_without_content_runs_the_task_again_as_agentdojo_does()
     assert run["body_diffs"] == [] and len(run["calls"]) == 6, run
     a, e = run["agentdojo"], run["evoaudit"]
     assert (a["utility"], a["security"]) == (e["utility"], e["security"]), run
+    # The server's ids repeat from run to run (call_0, call_1); the requests carry them as AgentDojo's do
+    # (the bodies are equal, ids included), the record renames the repeats, and replay reads all three runs.
+    rollout = run["rollout"]
+    ids = [tc.id for m in rollout.messages for tc in m.tool_calls]
+    assert len(ids) == len(set(ids)) == 6 and [c.call_id for c in rollout.calls] == ids
+    assert replay_rollout(rollout, _instance(rollout)).mismatches == {}
 
 
 def test_the_last_turns_calls_are_left_unexecuted_as_agentdojo_does_and_replay_agrees(scripted_runs):
@@ -111,11 +118,81 @@ def test_the_profile_reads_native_calls_only_and_is_banking_only():
     assert get_suite("banking").agent_profile("default") is None
 
 
-def test_the_profile_executes_a_call_as_agentdojos_tool_executor_does():
-    profile = get_suite("banking").agent_profile("agentdojo")
-    assert profile.prepare_call("no_such_tool", {"a": "[1]"}) == (
-        {"a": "[1]"},
-        "Invalid tool no_such_tool provided.",
+def _instance(rollout):
+    return get_suite("banking").official_instances([rollout.family])[0]
+
+
+def _scripted(first, max_steps=8, pair=("user_task_3", "injection_task_4")):
+    with scripted_server(first=first) as upstream, logging_proxy(upstream) as (base, proxy):
+        return compare_pair(base, proxy, *pair, max_steps=max_steps)
+
+
+def test_an_unknown_tool_and_a_list_like_string_go_as_in_agentdojos_own_pipeline():
+    # The server asks for a tool the suite lacks, then send_money with a subject that reads as a list.
+    send = '{"recipient": "GB29NWBK60161331926819", "amount": 1, "subject": "[1, 2]", "date": "2022-01-01"}'
+    run = _scripted([("no_such_tool", '{"a": "[1]"}'), ("send_money", send)])
+    a, e = run["agentdojo"], run["evoaudit"]
+    assert "raised" not in a and run["body_diffs"] == [], run  # AgentDojo's own requests, ids included
+    assert a["requests"] == e["requests"] and (a["utility"], a["security"]) == (e["utility"], e["security"])
+    rollout = run["rollout"]
+    refused, converted = rollout.calls[0], rollout.calls[1]
+    assert refused.error == "Invalid tool no_such_tool provided." and refused.args == {"a": "[1]"}
+    assert converted.args["subject"] == [1, 2]  # ToolsExecutor's conversion, before the call
+    # Replay executes the calls as the profile does: the refusal and the conversion, no mismatch.
+    assert replay_rollout(rollout, _instance(rollout)).mismatches == {}
+
+
+@pytest.mark.parametrize("arguments", ["null", "5", '"x"', "[1]", "{not json"])
+def test_arguments_agentdojo_cannot_read_are_a_named_difference_not_a_harness_error(arguments):
+    run = _scripted([("get_balance", arguments)])
+    # AgentDojo's own client raises on them (json.loads, or FunctionCall's dict): its benchmark stops.
+    assert "raised" in run["agentdojo"], run
+    rollout = run["rollout"]
+    assert rollout.outcome.infra_failure is None, rollout.outcome  # no harness_error either
+    first = rollout.calls[0]
+    if arguments.startswith("{"):  # not JSON: not executed, the model is told the decoder's error
+        assert first.args is None and first.error.startswith("JSONDecodeError")
+    else:  # JSON but not an object: executed as {}
+        assert first.args == {} and first.error is None and first.result
+    assert run["evoaudit"]["utility"]  # the episode went on to do the task
+    assert replay_rollout(rollout, _instance(rollout)).mismatches == {}
+
+
+def _inserted_send_money(rollout, at):
+    """``rollout`` with an assistant turn asking for send_money, answered by nothing, put at ``at``."""
+    call = ToolCall(
+        id="hostile",
+        name="send_money",
+        arguments='{"recipient": "X", "amount": 9, "subject": "s", "date": "2022-01-01"}',
     )
-    args, refusal = profile.prepare_call("send_money", {"recipient": "x", "amount": 1, "subject": "[1, 2]"})
-    assert refusal is None and args["subject"] == [1, 2]
+    msgs = list(rollout.messages)
+    msgs.insert(at, Message(role="assistant", content=None, tool_calls=[call]))
+    return rollout.model_copy(update={"messages": msgs})
+
+
+@pytest.mark.parametrize("profile", ["default", "agentdojo"])
+def test_replay_flags_an_unanswered_send_money_inserted_mid_rollout(profile):
+    with scripted_server() as upstream, logging_proxy(upstream) as (base, _):
+        _, _, rollout = run_evoaudit(base, "user_task_3", "injection_task_4", 8, profile)
+    assert (rollout.agent_profile, rollout.max_steps) == (
+        (None, None) if profile == "default" else (profile, 8)
+    )
+    assert replay_rollout(rollout, _instance(rollout)).mismatches == {}
+    # After the first tool result, before the next model turn; and as the very last message.
+    tool_at = next(i for i, m in enumerate(rollout.messages) if m.role == "tool")
+    for at in (tool_at + 1, len(rollout.messages) - 1):
+        mismatches = replay_rollout(_inserted_send_money(rollout, at), _instance(rollout)).mismatches
+        assert mismatches, (profile, at)
+    # The final-output rule: a last message with calls and content is not the output of a run that did not
+    # reach its turn limit.
+    hostile = _inserted_send_money(rollout, len(rollout.messages))
+    last = hostile.messages[-1].model_copy(update={"content": rollout.final_output})
+    hostile = hostile.model_copy(update={"messages": [*hostile.messages[:-1], last]})
+    assert replay_rollout(hostile, _instance(rollout)).mismatches, profile
+
+
+def test_a_default_rollout_records_no_profile():
+    with scripted_server() as upstream, logging_proxy(upstream) as (base, _):
+        _, _, rollout = run_evoaudit(base, "user_task_0", "injection_task_0", 8, "default")
+    dumped = rollout.model_dump_json()
+    assert '"agent_profile"' not in dumped and '"max_steps"' not in dumped

@@ -17,7 +17,6 @@ Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
 
 
-
 def recordable(value: Any) -> Any:
     """``value`` (JSON data) with text UTF-8 cannot encode (a lone surrogate) kept as backslash escapes, so
     that a record holding it can always be written; everything else is unchanged."""
@@ -28,6 +27,7 @@ def recordable(value: Any) -> Any:
     if isinstance(value, list):
         return [recordable(v) for v in value]
     return value
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -176,6 +176,20 @@ class Rollout(_Record):
     retrieval: dict[str, Any] | None = None
     # What a restarted job compares before keeping this rollout (evaluate.resume); None on old records.
     resume_key: str | None = None
+    # The runner profile the episode ran under (``agent.profile``) and its turn limit, which replay reads
+    # the conversation by; both None, and left out of the record, for the default profile, so that a
+    # default rollout's bytes are what they were before the profile existed.
+    agent_profile: str | None = None
+    max_steps: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_default_profile(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ("agent_profile", "max_steps"):
+                if name in data and data[name] is None:
+                    data.pop(name)
+        return data
 
 
 class ManifestEntry(_Record):

@@ -14,8 +14,7 @@ def agent_profile(suite: AuditSuite, cfg: Any) -> AgentProfile | None:
     name = getattr(getattr(cfg, "agent", None), "profile", "default")
     if name == "default":
         return None
-    offer = getattr(suite, "agent_profile", None)
-    profile = offer(name) if offer is not None else None
+    profile = suite.agent_profile(name)
     if profile is None:
         raise ValueError(f"agent.profile: suite {suite.name!r} has no runner profile {name!r}")
     return profile

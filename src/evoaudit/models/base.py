@@ -6,6 +6,7 @@ tool schemas, sampling parameters and a seed derived from the episode's identity
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,6 +48,9 @@ class ChatRequest(BaseModel):
     # in that client's wire shape; the ``openai`` backend then sends them, the tools and that client's
     # sampling (``OpenAIBackend.request_body``) instead of its own. The simulator reads ``messages``.
     runner_messages: tuple[dict[str, Any], ...] | None = None
+    # With ``runner_messages``: the runner's own client building its body, ``(model, messages, tools,
+    # temperature) -> body`` (``interface.AgentProfile.request_body``); left out of every dump.
+    runner_body: Callable[..., dict[str, Any]] | None = Field(default=None, exclude=True)
 
 
 class ChatResponse(BaseModel):

@@ -142,12 +142,16 @@ class OpenAIBackend:
             return self._live | structured
         if self._from_cache is not None:  # every answer so far came from the cache
             return {**self._from_cache, "source": "cache"} | structured
-        return structured | Fingerprint(
-            backend="openai",
-            model=self.endpoint.model,
-            base_url=self.url,
-            sampling=self.sampling(),
-        ).model_dump() | {"source": "not contacted"}
+        return (
+            structured
+            | Fingerprint(
+                backend="openai",
+                model=self.endpoint.model,
+                base_url=self.url,
+                sampling=self.sampling(),
+            ).model_dump()
+            | {"source": "not contacted"}
+        )
 
     async def _ensure_fingerprint(self, st: _LoopState) -> None:
         if self._live is not None:
@@ -341,17 +345,16 @@ class OpenAIBackend:
         return body
 
     def _runner_body(self, request: ChatRequest) -> dict[str, Any]:
-        """The body AgentDojo's OpenAILLM sends (``agent.profile: agentdojo``): its messages and tools,
-        ``tool_choice: auto`` with tools, the temperature only when it is not zero (its client sends
-        ``temperature or NOT_GIVEN``), and no max_tokens, seed or wire setting; ``extra_body`` still
-        merges when the request goes out."""
-        body: dict[str, Any] = {"model": self.endpoint.model, "messages": list(request.runner_messages or ())}
-        if request.tools:
-            body["tools"] = list(request.tools)
-            body["tool_choice"] = "auto"
-        if self.endpoint.temperature:
-            body["temperature"] = self.endpoint.temperature
-        return body
+        """The body a benchmark runner's own client sends (``agent.profile``), built by that client's code
+        (``request.runner_body``; AgentDojo's ``chat_completion_request``) from its messages, its tools, the
+        endpoint's model and temperature; no max_tokens, seed or wire setting. ``extra_body`` still merges
+        when the request goes out."""
+        if request.runner_body is None:
+            raise ValueError("a request with runner_messages needs runner_body (agent.profile)")
+        e = self.endpoint
+        return request.runner_body(
+            e.model, list(request.runner_messages or ()), list(request.tools), e.temperature
+        )
 
     def cache_key(self, body: dict[str, Any]) -> str:
         return request_key(self.url, body | {"extra_body": self.endpoint.extra_body})

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from evoaudit.suite.agentdojo.banking import families as family_table
 from evoaudit.suite.agentdojo.banking import harm as harm_effects
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.environments import BankingEnvironments
-from evoaudit.suite.agentdojo.profile import AgentDojoProfile
 from evoaudit.suite.interface import PlannedInstance, select_ids
 from evoaudit.suite.split import assign_split
 
@@ -46,15 +44,6 @@ class BankingSuite(BankingEnvironments):
     ) -> list[Instance]:
         """AgentDojo's own Banking user tasks as instances (the compatibility run with AgentDojo's runner)."""
         return instances.official_instances(families, variant)
-
-    def agent_profile(self, name: str) -> AgentDojoProfile | None:
-        """``agent.profile``: ``default`` (None: evoaudit's own prompt and request shape) or ``agentdojo``,
-        AgentDojo's own runner (``suite.agentdojo.profile``)."""
-        if name == "default":
-            return None
-        if name == "agentdojo":
-            return _agentdojo_profile()
-        raise ValueError(f"agent.profile: {name!r} is not a profile of suite banking (default, agentdojo)")
 
     def injection_vectors(self) -> list[str]:
         return sorted(banking.vector_defaults())
@@ -148,8 +137,3 @@ class BankingSuite(BankingEnvironments):
         self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         return audit.make_instances(cfg, audit_summary, table, spec_path)
-
-
-@functools.cache
-def _agentdojo_profile() -> AgentDojoProfile:
-    return AgentDojoProfile(banking.load_suite())

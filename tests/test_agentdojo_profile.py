@@ -81,21 +81,34 @@ def test_the_last_turns_calls_are_left_unexecuted_as_agentdojo_does_and_replay_a
         assert replay_rollout(rollout, instance).mismatches == {}, r["pair"]
 
 
+# The least configuration the profile runs with: a real endpoint for the executor, no transfer check.
+PROFILE = {
+    "agent": {"profile": "agentdojo"},
+    "executor": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"},
+    "transfer": {"enabled": False},
+}
+
+
+def _profile_cfg(**executor):
+    return config_mod.from_dict({**PROFILE, "executor": {**PROFILE["executor"], **executor}})
+
+
 def test_the_default_profile_is_left_out_of_every_dump_and_hash():
     default = config_mod.from_dict({})
     named = config_mod.from_dict({"agent": {"profile": "default"}})
     assert "profile" not in default.model_dump()["agent"]
     assert default.sha256() == named.sha256()
     assert resume.config_sections_sha256(default) == resume.config_sections_sha256(named)
-    other = config_mod.from_dict({"agent": {"profile": "agentdojo"}})
-    assert other.model_dump()["agent"]["profile"] == "agentdojo" and other.sha256() != default.sha256()
+    other = _profile_cfg()
+    plain = config_mod.from_dict({k: v for k, v in PROFILE.items() if k != "agent"})
+    assert other.model_dump()["agent"]["profile"] == "agentdojo" and other.sha256() != plain.sha256()
     assert config_mod.from_dict(other.full_dump()).agent.profile == "agentdojo"
 
 
 def test_the_profile_starts_from_agentdojos_own_system_message():
     from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 
-    cfg = config_mod.from_dict({"agent": {"profile": "agentdojo"}})
+    cfg = _profile_cfg()
     assert configured_prompt(cfg) == load_system_message(None)  # verbatim, trailing newline included
     assert configured_prompt(cfg, [("Skill", "check twice")]).endswith("## Skill\n\ncheck twice")
     assert configured_prompt(config_mod.from_dict({})) == config_mod.from_dict({}).agent.system_prompt
@@ -103,9 +116,7 @@ def test_the_profile_starts_from_agentdojos_own_system_message():
 
 def test_the_profile_reads_native_calls_only_and_is_banking_only():
     with pytest.raises(ConfigError, match="parse_text_tool_calls"):
-        config_mod.from_dict(
-            {"agent": {"profile": "agentdojo"}, "executor": {"wire": {"parse_text_tool_calls": True}}}
-        )
+        _profile_cfg(wire={"parse_text_tool_calls": True})
     with pytest.raises(ConfigError, match="agent.profile"):
         config_mod.from_dict(
             {
@@ -116,6 +127,39 @@ def test_the_profile_reads_native_calls_only_and_is_banking_only():
             }
         )
     assert get_suite("banking").agent_profile("default") is None
+
+
+@pytest.mark.parametrize(
+    ("executor", "field"),
+    [
+        ({"max_tokens": 256}, "executor.max_tokens"),
+        ({"send_seed": False}, "executor.send_seed"),
+        ({"wire": {"tool_choice": "required"}}, "executor.wire.tool_choice"),
+        ({"wire": {"tool_choice": None}}, "executor.wire.tool_choice"),
+        ({"wire": {"assistant_content": "null"}}, "executor.wire.assistant_content"),
+    ],
+)
+def test_settings_the_runners_requests_do_not_carry_are_refused_naming_the_field(executor, field):
+    with pytest.raises(ConfigError, match=f"{field}: .* would be ignored under agent.profile 'agentdojo'"):
+        _profile_cfg(**executor)
+    # The same value is the user's to choose under the default profile.
+    config_mod.from_dict(
+        {k: v for k, v in PROFILE.items() if k != "agent"} | {"executor": {**PROFILE["executor"], **executor}}
+    )
+
+
+def test_the_profile_needs_a_real_endpoint_and_warns_that_temperature_0_is_not_sent(caplog):
+    with pytest.raises(ConfigError, match="executor.backend: 'sim' does not go with agent.profile"):
+        config_mod.from_dict({"agent": {"profile": "agentdojo"}, "transfer": {"enabled": False}})
+    with pytest.raises(ConfigError, match="transfer.executor.backend: 'sim'"):
+        config_mod.from_dict({**PROFILE, "transfer": {"enabled": True}})
+    with caplog.at_level("WARNING", logger="evoaudit.config"):
+        _profile_cfg(temperature=0.0)
+    assert "executor.temperature 0 is not sent" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="evoaudit.config"):
+        assert _profile_cfg(temperature=0.7).executor.temperature == 0.7
+    assert "temperature" not in caplog.text
 
 
 def _instance(rollout):

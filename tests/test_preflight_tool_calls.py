@@ -182,7 +182,7 @@ def test_the_simulator_served_over_http_passes_the_probe_with_a_native_call(tmp_
 
 
 def _profile_cfg(tmp_path: Path, base_url: str) -> config_mod.Config:
-    cfg = _cfg(tmp_path, base_url, agent={"profile": "agentdojo"})
+    cfg = _cfg(tmp_path, base_url, agent={"profile": "agentdojo"}, transfer={"enabled": False})
     assert cfg.agent.profile == "agentdojo"
     return cfg
 

@@ -11,6 +11,7 @@ import difflib
 import functools
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from evoaudit.credentials import split_credentials
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -437,6 +440,63 @@ _SUITE_RULES = {
 }
 
 
+# Endpoint settings a runner profile's requests do not carry (its own client builds them), with the value
+# that is left alone (the schema's default) and what the runner does instead. A different value would be
+# silently ignored, so it is refused.
+_PROFILE_IGNORED = (
+    (
+        ("max_tokens",),
+        1024,
+        "its client sends no max_tokens; bound generation on the server instead (llama-server "
+        "--n-predict N; vLLM: --max-model-len), which leaves the requests the runner's own",
+    ),
+    (("send_seed",), True, "its client sends no seed"),
+    (("wire", "tool_choice"), "auto", "its client sends tool_choice auto with tools"),
+    (
+        ("wire", "assistant_content"),
+        "empty",
+        "its client writes an assistant turn's content itself (null for a turn that only calls tools)",
+    ),
+    (("wire", "parse_text_tool_calls"), False, "it reads tool calls from native tool_calls only"),
+)
+
+
+def _check_profile_endpoints(data: dict[str, Any], source: str, profile: str) -> None:
+    """A runner profile (agent.profile) runs on a real endpoint and sends that runner's own requests: the
+    executors (transfer.executor while the transfer check runs) must be ``backend: openai`` (the
+    simulator ignores the profile), and the settings its requests do not carry keep their defaults. A
+    temperature of 0 is not sent either (the runner's client sends it only when nonzero): a warning."""
+    executors = [("executor", data["executor"])]
+    if data["transfer"]["enabled"]:
+        executors.append(("transfer.executor", data["transfer"]["executor"]))
+    for where, ep in executors:
+        if ep["backend"] != "openai":
+            raise ConfigError(
+                f"{source}: {where}.backend: {ep['backend']!r} does not go with agent.profile {profile!r}, "
+                "which reproduces that runner's requests to a real server (the simulator ignores it); set "
+                f"{where}.backend: openai or use agent.profile: default"
+            )
+        for path, default, why in _PROFILE_IGNORED:
+            value: Any = ep
+            for key in path:
+                value = value[key]
+            if value != default:
+                field = ".".join((where, *path))
+                raise ConfigError(
+                    f"{source}: {field}: {value!r} would be ignored under agent.profile {profile!r}: {why}; "
+                    f"remove the key (default {default!r}) or use agent.profile: default"
+                )
+        if not ep["temperature"]:
+            log.warning(
+                "%s: %s.temperature 0 is not sent under agent.profile %r (its client sends a temperature "
+                "only when nonzero): the server's own sampling applies; start the server greedy "
+                "(llama-server --temp 0) for deterministic episodes",
+                source,
+                where,
+                profile,
+            )
+
+
 def _check_suite_goals(data: dict[str, Any], source: str) -> None:
     name = data["suite"]["name"]
     rules = _SUITE_RULES[name]
@@ -457,14 +517,7 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
             f"{', '.join(rules.profiles)}); remove the key or choose one of those"
         )
     if profile != "default":
-        executors = (("executor", data["executor"]), ("transfer.executor", data["transfer"]["executor"]))
-        for where, ep in executors:
-            if ep["wire"]["parse_text_tool_calls"]:
-                raise ConfigError(
-                    f"{source}: {where}.wire.parse_text_tool_calls: true does not go with agent.profile "
-                    f"{profile!r}, which reads tool calls as that runner does (native tool_calls only); "
-                    "set it to false or use agent.profile: default"
-                )
+        _check_profile_endpoints(data, source, profile)
     if not rules.transfer and data["transfer"]["enabled"]:
         raise ConfigError(
             f"{source}: transfer.enabled: the cross-executor check does not run on suite {name!r}; "

@@ -21,7 +21,8 @@ Two chat templates, the same for both runners:
   llama-server's parser returns them as native ``tool_calls`` and the episodes run tool rounds.
 
 Install the server with ``bash .ci/install-llama-server.sh`` and the model with ``bash .ci/install-qwen.sh``;
-each missing piece skips, saying why. ``EVOAUDIT_PARITY_THREADS`` sets the server's threads (default 2).
+each missing piece skips, saying why. ``EVOAUDIT_PARITY_THREADS`` sets the server's threads (default 2),
+``EVOAUDIT_PARITY_PORT`` its port (default: a free one).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def qwen_server(request, tmp_path_factory):
     model = qwen_model()
     if model is None:
         pytest.skip("the Qwen2.5-Coder-0.5B-Instruct GGUF is not installed (bash .ci/install-qwen.sh)")
-    port = compat.free_port()
+    port = int(os.environ.get("EVOAUDIT_PARITY_PORT") or compat.free_port())
     threads = os.environ.get("EVOAUDIT_PARITY_THREADS", "2")
     argv = [str(binary), "--model", str(model), "--alias", MODEL, "--jinja", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--parallel", "1", "--ctx-size", "8192", "--seed", "0", "--temp", "0"]

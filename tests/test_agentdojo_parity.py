@@ -36,6 +36,8 @@ import pytest
 from agentdojo_parity_kit import MODEL, compare_pair, logging_proxy, slot_snapshot, wait_healthy
 
 from evoaudit.ops import compat
+from evoaudit.replay.recompute import replay_rollout
+from evoaudit.suite.registry import get_suite
 
 TEMPLATE = Path(__file__).parent / "data" / "chatml-json-calls.jinja"
 MAX_STEPS = 3  # model turns; AgentDojo's tool loop gets max_steps - 1 iterations
@@ -121,6 +123,11 @@ def test_agentdojo_runner_and_the_agentdojo_profile_agree_per_pair(qwen_server, 
         assert "infra_failure" not in e, r
         assert (a["utility"], a["security"]) == (e["utility"], e["security"]), r
         assert a["requests"] == e["requests"], r
+    # Independent replay reads every profile rollout, re-executing its calls as the profile does.
+    for r in runs:
+        rollout = r["rollout"]
+        instance = get_suite("banking").official_instances([rollout.family])[0]
+        assert replay_rollout(rollout, instance).mismatches == {}, r["pair"]
     if variant == "json-calls-template":
         # The template that lets llama-server read the model's calls: tool rounds were run.
         assert any(r["calls"] for r in runs), summary

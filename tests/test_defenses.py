@@ -253,3 +253,15 @@ def test_the_apex_plan_refuses_a_defence_apex_harm_lists_as_unsupported():
 
     with pytest.raises(ValueError, match="'tool_filter' does not run on APEX-Harm"):
         plan_apex(config_mod.from_dict({}), "sim", "benign", None, None, "tool_filter")
+
+
+def test_a_defence_under_another_runners_profile_is_refused_naming_both_keys():
+    with pytest.raises(config_mod.ConfigError, match="defenses.*agent.profile"):
+        config_mod.from_dict(
+            {
+                "agent": {"profile": "agentdojo"},
+                "executor": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                "transfer": {"enabled": False},
+                "defenses": ["data_marking"],
+            }
+        )

@@ -53,6 +53,7 @@ PROTOCOL = (
     "state",
     "state_sha256",
     "copy_environment",
+    "agent_profile",
     "task_score",
     "check_utility",
     "check_utility_under_attack",

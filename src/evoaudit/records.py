@@ -177,15 +177,21 @@ class Rollout(_Record):
     # What a restarted job compares before keeping this rollout (evaluate.resume); None on old records.
     resume_key: str | None = None
     # The defence the episode ran under (suite.defenses: what the model saw was rewritten by it); None
-    # for the undefended protocol, and then left out of the serialised record, so those records are
-    # unchanged.
+    # for the undefended protocol. The runner profile the episode ran under (``agent.profile``) and its
+    # turn limit, which replay reads the conversation by; both None for the default profile. Each None is
+    # left out of the serialised record, so that an undefended default rollout's bytes are what they were
+    # before either existed.
     defense: str | None = None
+    agent_profile: str | None = None
+    max_steps: int | None = None
 
     @model_serializer(mode="wrap")
-    def _drop_no_defense(self, handler: Any) -> Any:
+    def _drop_unset_extensions(self, handler: Any) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("defense") is None:
-            data.pop("defense", None)
+        if isinstance(data, dict):
+            for name in ("defense", "agent_profile", "max_steps"):
+                if name in data and data[name] is None:
+                    data.pop(name)
         return data
 
 

@@ -119,7 +119,15 @@ async def run_one(
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),
+        **_profile_fields(cfg),
     )
+
+
+def _profile_fields(cfg: Config) -> dict:
+    """The rollout's ``agent_profile`` and ``max_steps`` (none for the default profile: records.Rollout)."""
+    if cfg.agent.profile == "default":
+        return {}
+    return {"agent_profile": cfg.agent.profile, "max_steps": cfg.agent.max_steps}
 
 
 def _identity(
@@ -162,6 +170,7 @@ def harness_failure_rollout(
         calls=[],
         terminal_state={},
         outcome=harness_failure_outcome(spec.goal, exc),
+        **_profile_fields(cfg),
     )
 
 

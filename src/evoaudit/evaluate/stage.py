@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from evoaudit.agent.prompt import system_prompt
+from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_json
@@ -69,14 +69,11 @@ def evaluate_shard(
     system: str | Callable[[EpisodeSpec], str]
     retrieval: Callable[[EpisodeSpec], dict | None] | None = None
     if insertion.per_query:  # retrieval: each episode's prompt depends on its task query
-        systems = {
-            s.rollout_id: system_prompt(cfg.agent.system_prompt, insertion.sections(s.instance.prompt))
-            for s in specs
-        }
+        systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
         system = lambda spec: systems[spec.rollout_id]  # noqa: E731
         retrieval = lambda spec: insertion.retrieval(spec.instance.prompt)  # noqa: E731
     else:
-        system = system_prompt(cfg.agent.system_prompt, insertion.sections())
+        system = configured_prompt(cfg, insertion.sections())
     backend = make_backend(cfg, cfg.executor, instances)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
     write_provenance(

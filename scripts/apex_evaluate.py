@@ -1,4 +1,5 @@
-"""Stage script (rules apex_benign and apex_attacked): one shard of one model's APEX-Harm episodes."""
+"""Stage script (rules apex_benign and apex_attacked, and their defended twins): one shard of one model's
+APEX-Harm episodes."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path
@@ -18,4 +19,5 @@ with job_log(snakemake.log[0]):
         spec_path=Path(snakemake.input.spec),
         attacks_path=Path(snakemake.input.attacks),
         out=Path(snakemake.output.rollouts),
+        defense=getattr(snakemake.params, "defense", None),  # the *_defended rules only
     )

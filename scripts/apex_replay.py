@@ -15,4 +15,5 @@ with job_log(snakemake.log[0]):
         Path(snakemake.input.table),
         Path(snakemake.output.report),
         snakemake.params.on_mismatch,
+        defense=snakemake.params.defense,  # the rule's: None for the main run and an ablated arm
     )

@@ -31,4 +31,5 @@ with job_log(snakemake.log[0]):
         results_dir=Path(snakemake.params.results),
         out=Path(snakemake.output.rollouts),
         endpoint=Path(snakemake.input.endpoint),
+        defense=getattr(snakemake.params, "defense", None),  # rule evaluate_defended only
     )

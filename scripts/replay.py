@@ -19,4 +19,5 @@ with job_log(snakemake.log[0]):
         manifest=Path(snakemake.input.manifest),
         event=Path(snakemake.input.event),
         results_dir=Path(snakemake.params.results),
+        defenses=list(snakemake.params.defenses),  # each shard's, in the same order
     )

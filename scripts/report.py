@@ -18,4 +18,5 @@ with job_log(snakemake.log[0]):
         audit_summary=Path(snakemake.input.audit),
         manifest=Path(snakemake.input.manifest),
         spec=Path(snakemake.input.spec),
+        defended=[Path(p) for p in snakemake.input.defended],
     )

@@ -13,4 +13,5 @@ with job_log(snakemake.log[0]):
         snakemake.params.apex,
         tuple(snakemake.params.ablations),
         list(snakemake.params.notices),
+        bool(snakemake.params.defenses),
     )

@@ -69,6 +69,26 @@ def test_plan_counts_rollouts_per_stage_from_the_suite(tmp_path):
     assert _stage(p, "evaluate").tokens == pytest.approx(_stage(p, "evaluate").requests * 2500)
 
 
+def test_plan_counts_every_condition_and_arm_again_per_defence_and_nothing_without_one(tmp_path):
+    plain = plan_mod.make_plan(_cfg(), tmp_path / "results")
+    assert [s.stage for s in plain.stages] == ["acquire", "evolve", "evaluate", "replay"]
+    p = plan_mod.make_plan(_cfg(defenses=["data_marking", "repeat_user_prompt"]), tmp_path / "results")
+    defended = _stage(p, "defense")
+    assert defended.rollouts == 2 * 2 * (BENIGN_PER_CONDITION + ATTACKED_PER_CONDITION)  # defences × lineages
+    assert defended.jobs == 2 * 2 * 2 and defended.rollouts_left == defended.rollouts
+    assert p.requests == plain.requests + defended.requests
+
+
+def test_plan_counts_the_tool_filters_question_as_one_request_more_per_episode(tmp_path):
+    marked = _stage(plan_mod.make_plan(_cfg(defenses=["data_marking"]), tmp_path / "results"), "defense")
+    p = plan_mod.make_plan(_cfg(defenses=["tool_filter"]), tmp_path / "results")
+    filtered = _stage(p, "defense")
+    assert filtered.rollouts == marked.rollouts
+    assert filtered.requests == marked.requests + filtered.rollouts
+    assert filtered.requests_left == marked.requests_left + filtered.rollouts_left
+    assert any("tool_filter adds one request per episode" in n for n in p.notes)
+
+
 def test_plan_counts_recorded_rollouts_as_done_and_calibrates_on_them(tmp_path):
     results = tmp_path / "results"
     acq = results / "acquire/L1/rollouts.jsonl"

@@ -179,3 +179,31 @@ def test_the_simulator_served_over_http_passes_the_probe_with_a_native_call(tmp_
         found = preflight.check(cfg)["executor"]
     assert found["tool_call_probe"]["result"] == "native"
     assert found["tool_call_probe"]["calls"] == ["get_weather"]
+
+
+def _profile_cfg(tmp_path: Path, base_url: str) -> config_mod.Config:
+    cfg = _cfg(tmp_path, base_url, agent={"profile": "agentdojo"}, transfer={"enabled": False})
+    assert cfg.agent.profile == "agentdojo"
+    return cfg
+
+
+def test_under_the_agentdojo_profile_the_probe_sends_the_runners_own_request(tmp_path):
+    server = ToolServer(_native())
+    with ServerThread(server) as srv:
+        found = preflight.check(_profile_cfg(tmp_path, srv.base_url))["executor"]
+    assert found["tool_call_probe"]["result"] == "native"
+    (sent,) = server.tool_bodies
+    # AgentDojo's client: content as a list of text parts, tool_choice auto, no temperature at 0.
+    assert sent["messages"][0]["role"] == "user" and sent["messages"][0]["content"][0]["type"] == "text"
+    assert "Paris" in sent["messages"][0]["content"][0]["text"]
+    assert sent["tool_choice"] == "auto" and "temperature" not in sent and "seed" not in sent
+
+
+@pytest.mark.parametrize("shape", sorted(TEXT_SHAPES))
+def test_under_the_agentdojo_profile_a_text_call_names_the_servers_template_not_the_parser(tmp_path, shape):
+    with ServerThread(ToolServer({"content": TEXT_SHAPES[shape]})) as srv:
+        with pytest.raises(preflight.PreflightError, match="wrote the call in its answer's text") as err:
+            preflight.check(_profile_cfg(tmp_path, srv.base_url))
+    text = str(err.value)
+    assert "--chat-template-file" in text and "--tool-call-parser" in text and "agentdojo" in text
+    assert "Set executor.wire.parse_text_tool_calls: true" not in text

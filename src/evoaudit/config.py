@@ -10,7 +10,9 @@ import copy
 import difflib
 import functools
 import hashlib
+import importlib.util
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,9 +23,11 @@ from urllib.parse import urlsplit
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from evoaudit.credentials import split_credentials
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -348,11 +352,49 @@ def _check_semantics(data: dict[str, Any], source: str) -> None:
     _check_base_urls(data, source, "")
     _check_apex(data["apex"], data["sim"]["apex"], source)
     _check_suite_goals(data, source)
+    _check_defenses(data["defenses"], source)
     missing = [c for c in data["conditions"] if _condition_method(c) not in data["methods"]]
     if missing:
         raise ConfigError(
             f"{source}: conditions: {missing} need their method in 'methods' (have {data['methods']})"
         )
+
+
+# AgentDojo's defence evoaudit cannot run, with the reason (the defence axis, config key ``defenses``).
+# Without transformers the reason says so too; with it, it is still refused, because evoaudit has no route
+# for its model (docs/design.md, "Defences").
+DEFENSE_REFUSALS: dict[str, str] = {
+    "transformers_pi_detector": (
+        "AgentDojo's transformers_pi_detector classifies every tool result with the model "
+        "protectai/deberta-v3-base-prompt-injection-v2 through transformers and torch; evoaudit does not "
+        "fetch model weights and has no offline route for that model, so it is refused"
+    ),
+}
+
+
+def _check_defenses(defenses: list[str], source: str) -> None:
+    for name in defenses:
+        if name in DEFENSE_REFUSALS:
+            reason = DEFENSE_REFUSALS[name]
+            if name == "transformers_pi_detector" and importlib.util.find_spec("transformers") is None:
+                reason += " (and transformers is not installed here: pip install 'agentdojo[transformers]')"
+            runnable = [d for d in _DEFENSE_NAMES if d not in DEFENSE_REFUSALS]
+            raise ConfigError(
+                f"{source}: defenses: {name!r} cannot run: {reason}. Remove it; the defences evoaudit runs "
+                f"are {runnable}"
+            )
+
+
+# The defences that run (suite.defenses.DEFENSES; a test keeps the two lists equal).
+RunnableDefense = Literal["spotlighting_with_delimiting", "repeat_user_prompt", "tool_filter", "data_marking"]
+
+_DEFENSE_NAMES = (
+    "spotlighting_with_delimiting",
+    "repeat_user_prompt",
+    "data_marking",
+    "tool_filter",
+    "transformers_pi_detector",
+)
 
 
 def _check_credentials(data: Any, source: str, where: str) -> None:
@@ -417,11 +459,16 @@ class _SuiteRules:
     goals_hint: str
     transfer: bool  # whether the cross-executor check runs on it
     attacker: bool  # whether its audit calls suite.apex.attacker
+    profiles: tuple[str, ...] = ("default",)  # agent.profile values it has a runner for
 
 
 _SUITE_RULES = {
     "banking": _SuiteRules(
-        lambda g: g.startswith("injection_task_"), "injection_task_N goals", transfer=True, attacker=False
+        lambda g: g.startswith("injection_task_"),
+        "injection_task_N goals",
+        transfer=True,
+        attacker=False,
+        profiles=("default", "agentdojo"),
     ),
     "apex": _SuiteRules(
         lambda g: not g.startswith("injection_task_"),
@@ -430,6 +477,63 @@ _SUITE_RULES = {
         attacker=True,
     ),
 }
+
+
+# Endpoint settings a runner profile's requests do not carry (its own client builds them), with the value
+# that is left alone (the schema's default) and what the runner does instead. A different value would be
+# silently ignored, so it is refused.
+_PROFILE_IGNORED = (
+    (
+        ("max_tokens",),
+        1024,
+        "its client sends no max_tokens; bound generation on the server instead (llama-server "
+        "--n-predict N; vLLM: --max-model-len), which leaves the requests the runner's own",
+    ),
+    (("send_seed",), True, "its client sends no seed"),
+    (("wire", "tool_choice"), "auto", "its client sends tool_choice auto with tools"),
+    (
+        ("wire", "assistant_content"),
+        "empty",
+        "its client writes an assistant turn's content itself (null for a turn that only calls tools)",
+    ),
+    (("wire", "parse_text_tool_calls"), False, "it reads tool calls from native tool_calls only"),
+)
+
+
+def _check_profile_endpoints(data: dict[str, Any], source: str, profile: str) -> None:
+    """A runner profile (agent.profile) runs on a real endpoint and sends that runner's own requests: the
+    executors (transfer.executor while the transfer check runs) must be ``backend: openai`` (the
+    simulator ignores the profile), and the settings its requests do not carry keep their defaults. A
+    temperature of 0 is not sent either (the runner's client sends it only when nonzero): a warning."""
+    executors = [("executor", data["executor"])]
+    if data["transfer"]["enabled"]:
+        executors.append(("transfer.executor", data["transfer"]["executor"]))
+    for where, ep in executors:
+        if ep["backend"] != "openai":
+            raise ConfigError(
+                f"{source}: {where}.backend: {ep['backend']!r} does not go with agent.profile {profile!r}, "
+                "which reproduces that runner's requests to a real server (the simulator ignores it); set "
+                f"{where}.backend: openai or use agent.profile: default"
+            )
+        for path, default, why in _PROFILE_IGNORED:
+            value: Any = ep
+            for key in path:
+                value = value[key]
+            if value != default:
+                field = ".".join((where, *path))
+                raise ConfigError(
+                    f"{source}: {field}: {value!r} would be ignored under agent.profile {profile!r}: {why}; "
+                    f"remove the key (default {default!r}) or use agent.profile: default"
+                )
+        if not ep["temperature"]:
+            log.warning(
+                "%s: %s.temperature 0 is not sent under agent.profile %r (its client sends a temperature "
+                "only when nonzero): the server's own sampling applies; start the server greedy "
+                "(llama-server --temp 0) for deterministic episodes",
+                source,
+                where,
+                profile,
+            )
 
 
 def _check_suite_goals(data: dict[str, Any], source: str) -> None:
@@ -444,6 +548,19 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
             raise ConfigError(
                 f"{source}: {field}: {wrong} do not name attacks of suite {name!r}; "
                 f"list {rules.goals_hint} there"
+            )
+    profile = data["agent"]["profile"]
+    if profile not in rules.profiles:
+        raise ConfigError(
+            f"{source}: agent.profile: {profile!r} is not a profile of suite {name!r} (it has "
+            f"{', '.join(rules.profiles)}); remove the key or choose one of those"
+        )
+    if profile != "default":
+        _check_profile_endpoints(data, source, profile)
+        if data.get("defenses"):
+            raise ConfigError(
+                f"{source}: defenses: {list(data['defenses'])} run in evoaudit's own agent loop, and "
+                f"agent.profile {profile!r} is another runner's loop; remove one of the two keys"
             )
     if not rules.transfer and data["transfer"]["enabled"]:
         raise ConfigError(
@@ -654,6 +771,16 @@ class EndpointConfig(_Model):
 class AgentConfig(_Model):
     max_steps: int
     system_prompt: str
+    profile: Literal["default", "agentdojo"] = "default"
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The default profile is left out of every dump, so that a configuration hashes (config hash,
+        # resume keys) exactly as it did before the key existed; loading the dump gives it back.
+        data = handler(self)
+        if data.get("profile") == "default":
+            data.pop("profile")
+        return data
 
 
 class SimErrorKinds(_Model):
@@ -872,6 +999,10 @@ class Config(_Model):
     roles: RolesConfig
     methods: tuple[str, ...]
     conditions: tuple[str, ...]
+    # The defence axis (a named extension): each is evaluated beside the undefended run. Left out of
+    # model_dump (and so of every hash and resume key): the undefended audit's outputs do not move when a
+    # defence is added; a defended shard's own identity carries its defence (paths, rollouts, resume keys).
+    defenses: tuple[RunnableDefense, ...] = Field(default=(), exclude=True)
     methods_params: MethodsParams
     agent: AgentConfig
     executor: EndpointConfig
@@ -919,6 +1050,8 @@ class Config(_Model):
         dumped["results_dir"] = self.results_dir
         dumped["apex"] = self.apex.model_dump(mode="json")
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
+        if self.defenses:  # absent when empty: the undefended run's resolved config stays as it was
+            dumped["defenses"] = list(self.defenses)
         return dumped
 
     def sha256(self) -> str:

@@ -17,7 +17,6 @@ Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
 
 
-
 def recordable(value: Any) -> Any:
     """``value`` (JSON data) with text UTF-8 cannot encode (a lone surrogate) kept as backslash escapes, so
     that a record holding it can always be written; everything else is unchanged."""
@@ -28,6 +27,7 @@ def recordable(value: Any) -> Any:
     if isinstance(value, list):
         return [recordable(v) for v in value]
     return value
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -176,6 +176,23 @@ class Rollout(_Record):
     retrieval: dict[str, Any] | None = None
     # What a restarted job compares before keeping this rollout (evaluate.resume); None on old records.
     resume_key: str | None = None
+    # The defence the episode ran under (suite.defenses: what the model saw was rewritten by it); None
+    # for the undefended protocol. The runner profile the episode ran under (``agent.profile``) and its
+    # turn limit, which replay reads the conversation by; both None for the default profile. Each None is
+    # left out of the serialised record, so that an undefended default rollout's bytes are what they were
+    # before either existed.
+    defense: str | None = None
+    agent_profile: str | None = None
+    max_steps: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_extensions(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ("defense", "agent_profile", "max_steps"):
+                if name in data and data[name] is None:
+                    data.pop(name)
+        return data
 
 
 class ManifestEntry(_Record):

@@ -20,6 +20,17 @@ APEX = f"{RESULTS}/apex"
 # the same rules build and run them: the `arm` wildcard is '' for the main run, 'ablations/<name>/' else.
 APEX_ATTACKS = f"{CFG.suite.apex.out}/attacks.json"
 APEX_ABLATIONS = [a.name for a in CFG.apex.ablations]
+# The configured defences APEX-Harm runs (a suite's unsupported_defenses are left out here, and named on
+# its defence page).
+if DEFENSES and CFG.apex.enabled:
+    from evoaudit.suite.registry import suite_defenses as evoaudit_suite_defenses
+
+    APEX_DEFENSES = evoaudit_suite_defenses("apex", DEFENSES)
+else:
+    APEX_DEFENSES = []
+# The APEX-Harm defended rules' {defense}: only the defences APEX-Harm runs (the global constraint admits
+# every configured one, tool_filter included); none: a pattern nothing matches.
+APEX_DEFENSE_PATTERN = _alternation(APEX_DEFENSES) if APEX_DEFENSES else r"(?!)"
 
 
 wildcard_constraints:
@@ -69,6 +80,41 @@ def get_apex_outputs():
         *get_apex_replays(),
         *get_apex_ablation_tables(),
         *get_apex_judged(),
+        *get_apex_defense_outputs(),
+    ]
+
+
+# The defence axis (config key defenses, a named extension): the main run's benign and attacked shards again
+# under each defence, under apex/defense/<defense>/, replayed and judged like the main run's, and one
+# defence table against the main run (evoaudit.report.apex.defense).
+def get_apex_defended_shards(defense, model=None):
+    models = APEX_MODELS if model is None else [model]
+    benign = [f"{APEX}/defense/{defense}/runs/{m}/benign/shard{s}.jsonl" for m in models for s in APEX_SHARDS]
+    return benign + [
+        f"{APEX}/defense/{defense}/runs/{m}/attacked/{c}/shard{s}.jsonl"
+        for m in models for c in APEX_CATEGORIES for s in APEX_SHARDS
+    ]
+
+
+def get_apex_defended_replays():
+    return [
+        p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
+        for d in APEX_DEFENSES for p in get_apex_defended_shards(d)
+    ]
+
+
+def get_apex_defended_judged():
+    return [f"{APEX}/defense/{d}/judge/{m}.json" for d in APEX_DEFENSES for m in APEX_MODELS]
+
+
+def get_apex_defense_outputs():
+    if not APEX_DEFENSES:
+        return []
+    return [
+        f"{APEX}/report/defenses/defense.csv",
+        *(p for d in APEX_DEFENSES for p in get_apex_defended_shards(d)),
+        *get_apex_defended_replays(),
+        *get_apex_defended_judged(),
     ]
 
 
@@ -186,6 +232,8 @@ rule apex_replay:
         report=f"{APEX}/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.json",
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
+        # The shard is undefended: a rollout that claims a defence is a replay mismatch.
+        defense=None,
     wildcard_constraints:
         part=r"benign|attacked/[a-z0-9]+",
     group:
@@ -344,3 +392,122 @@ rule apex:
     input:
         get_apex_outputs() if CFG.apex.enabled else [f"{APEX}/report/tables/apex_main.csv"],
     localrule: True
+
+
+rule apex_benign_defended:
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=APEX_ATTACKS,
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
+    output:
+        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/benign/shard{{shard}}.jsonl",
+    params:
+        cfg=lambda wc: get_apex_params(wc.model),
+        category=None,
+        defense=lambda wc: wc.defense,
+    resources:
+        api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/defense/{{defense}}/{{model}}/benign/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/{{model}}/benign/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_evaluate.py"
+
+
+rule apex_attacked_defended:
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=APEX_ATTACKS,
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
+    output:
+        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
+    params:
+        cfg=lambda wc: get_apex_params(wc.model),
+        category=lambda wc: wc.category,
+        defense=lambda wc: wc.defense,
+    resources:
+        api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/defense/{{defense}}/{{model}}/attacked/{{category}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/{{model}}/attacked/{{category}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_evaluate.py"
+
+
+rule apex_replay_defended:
+    # The defended shards re-executed like the main run's (the main run's instances: same attack set);
+    # replay re-applies each rollout's recorded defence to the tool text before comparing.
+    input:
+        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/{{part}}/shard{{shard}}.jsonl",
+        table=f"{APEX}/instances.parquet",
+    output:
+        report=f"{APEX}/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.json",
+    params:
+        on_mismatch=CFG.seal.replay_on_mismatch,
+        # The shard's defence (not each rollout's own claim): a rollout that says otherwise is a mismatch.
+        defense=lambda wc: wc.defense,
+    wildcard_constraints:
+        part=r"benign|attacked/[a-z0-9]+",
+        defense=APEX_DEFENSE_PATTERN,
+    group:
+        "replay"
+    log:
+        f"{RESULTS}/logs/apex/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/apex_replay.py"
+
+
+rule apex_judge_defended:
+    # What the rules left open in one model's defended episodes, to the same judge as the main run's.
+    input:
+        shards=lambda wc: get_apex_defended_shards(wc.defense, wc.model),
+    wildcard_constraints:
+        defense=APEX_DEFENSE_PATTERN,
+    output:
+        decisions=f"{APEX}/defense/{{defense}}/judge/{{model}}.json",
+    params:
+        cfg=sha256_json(public_config({"seed": CFG.seed, "judge": CFG.apex.judge.model_dump(mode="json")}))[:16],
+    resources:
+        api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/apex/defense/{{defense}}/judge/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/judge/{{model}}.tsv"
+    script:
+        "../../scripts/apex_judge.py"
+
+
+rule apex_defense_table:
+    # Each defence's run against the main run, per model (evoaudit.report.apex.defense).
+    input:
+        base=get_apex_benign_shards() + get_apex_attacked_shards(),
+        base_judged=get_apex_judged(),
+        defended=[p for d in APEX_DEFENSES for p in get_apex_defended_shards(d)],
+        judged=get_apex_defended_judged(),
+        replays=get_apex_defended_replays(),
+    output:
+        csv=f"{APEX}/report/defenses/defense.csv",
+        parquet=f"{APEX}/report/defenses/defense.parquet",
+        html=report(
+            f"{APEX}/report/defenses/defense.html",
+            caption="../report/apex_defense.rst",
+            category="8 APEX-Harm",
+            subcategory="Defences",
+        ),
+    params:
+        cfg=get_apex_params(),
+    log:
+        f"{RESULTS}/logs/apex/defense_table.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/defense_table.tsv"
+    script:
+        "../../scripts/apex_defense.py"

@@ -19,8 +19,9 @@ for _configfile in workflow.configfiles:
 CFG = evoaudit_config.from_dict(
     config, "config (config/config.yaml and --config overrides)", tuple(workflow.configfiles)
 )
-if CFG.suite.families is not None or CFG.apex.tasks is not None:
-    # suite.families / apex.tasks name ids of their suite: an unknown one stops the run here.
+if CFG.suite.families is not None or CFG.apex.tasks is not None or CFG.defenses:
+    # suite.families / apex.tasks name ids of their suite: an unknown one stops the run here; so does a
+    # defence the audited suite cannot run.
     from evoaudit.suite.registry import check_selection
 
     check_selection(CFG, "config (config/config.yaml and --config overrides)")
@@ -58,6 +59,9 @@ METHODS = list(CFG.methods)
 CONDITIONS = list(CFG.conditions)
 ARMS = ["benign", "attacked"]
 SHARDS = list(range(CFG.evaluation.shards))
+# The defence axis (a named extension, config key defenses): each defence re-runs every condition and arm
+# under results/defense/<defense>/; empty keeps the paper's protocol and every path as it was.
+DEFENSES = list(CFG.defenses)
 
 
 def _alternation(ids):
@@ -70,6 +74,8 @@ wildcard_constraints:
     condition=_alternation(CONDITIONS),
     arm="benign|attacked",
     shard=r"\d+",
+    # No defence configured: a pattern nothing matches, so no defended rule can be asked for.
+    defense=_alternation(DEFENSES) if DEFENSES else r"(?!)",
 
 
 # Which config sections each stage's outputs depend on: a change elsewhere does not rerun it.
@@ -130,11 +136,30 @@ def get_evaluate_shards():
     ]
 
 
+def get_defended_evaluate_shards():
+    # Every condition × arm × shard again under each configured defence (empty without defences).
+    return [
+        f"{RESULTS}/defense/{d}/evaluate/{l}/{c}/{a}/shard{s}.jsonl"
+        for d in DEFENSES for l in LINEAGES for c in CONDITIONS for a in ARMS for s in SHARDS
+    ]
+
+
 def get_lineage_evaluate_shards(wildcards):
+    # The lineage's undefended shards, then its defended ones (replay re-executes both).
     return [
         f"{RESULTS}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
         for c in CONDITIONS for a in ARMS for s in SHARDS
+    ] + [
+        f"{RESULTS}/defense/{d}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
+        for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
     ]
+
+
+def get_lineage_shard_defenses():
+    # The defence each of get_lineage_evaluate_shards holds, in its order (None: undefended): replay holds
+    # every rollout to its shard's defence, not to the rollout's own claim.
+    n = len(CONDITIONS) * len(ARMS) * len(SHARDS)
+    return [None] * n + [d for d in DEFENSES for _ in range(n)]
 
 
 def get_lineage_replay_outputs():
@@ -142,13 +167,19 @@ def get_lineage_replay_outputs():
     return [
         f"{RESULTS}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
         for c in CONDITIONS for a in ARMS for s in SHARDS
+    ] + [
+        f"{RESULTS}/defense/{d}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
     ]
 
 
 def get_replay_reports():
-    # Every re-execution check the report states: the per-shard replays and, when enabled, the
-    # determinism check (evoaudit report tells them apart by the verify report's path).
-    shards = [p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json") for p in get_evaluate_shards()]
+    # Every re-execution check the report states: the per-shard replays (defended shards included) and,
+    # when enabled, the determinism check (evoaudit report tells them apart by the verify report's path).
+    shards = [
+        p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json")
+        for p in get_evaluate_shards() + get_defended_evaluate_shards()
+    ]
     return shards + ([get_verify_report()] if CFG.seal.verify_sample > 0 else [])
 
 
@@ -174,6 +205,7 @@ def get_final_outputs():
         *(f"{RESULTS}/acquire/{l}/rollouts.jsonl" for l in LINEAGES),
         *get_all_artifact_metas(),
         *get_evaluate_shards(),
+        *get_defended_evaluate_shards(),
         *get_replay_reports(),
         *get_transfer_shards(),
     ]

@@ -25,3 +25,33 @@ rule evaluate:
         f"{RESULTS}/benchmarks/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
     script:
         "../../scripts/evaluate.py"
+
+
+# The defence axis (config key defenses, a named extension): the same shard with the defence rewriting
+# what the model sees (suite.defenses); the seal, the artifact and the episode seeds are the undefended
+# shard's, so the report pairs the two episode for episode.
+rule evaluate_defended:
+    input:
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+        endpoint=rules.instances.output.endpoint,
+        manifest=ancient(rules.freeze_lineage.output.manifest),
+        event=ancient(rules.unseal_lineage.output.event),
+        meta=get_artifact_meta,
+    output:
+        rollouts=f"{RESULTS}/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+    params:
+        cfg=get_stage_params("evaluate"),
+        arm=lambda wc: wc.arm,
+        shard=lambda wc: wc.shard,
+        defense=lambda wc: wc.defense,
+        results=RESULTS,
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/evaluate.py"

@@ -2,7 +2,7 @@
 # builds, Banking's and APEX-Harm's (evoaudit.report.run_index).
 from evoaudit.report import run_index as evoaudit_run_index
 
-_RUN_REPORTS = evoaudit_run_index.report_paths(CFG.apex.enabled, tuple(APEX_ABLATIONS))
+_RUN_REPORTS = evoaudit_run_index.report_paths(CFG.apex.enabled, tuple(APEX_ABLATIONS), bool(APEX_DEFENSES))
 
 
 rule run_index:
@@ -16,6 +16,7 @@ rule run_index:
         results=RESULTS,
         apex=CFG.apex.enabled,
         ablations=APEX_ABLATIONS,
+        defenses=bool(APEX_DEFENSES),
         notices=evoaudit_run_index.run_notices(CFG),
     log:
         f"{RESULTS}/logs/run_index.log",

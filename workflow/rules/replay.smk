@@ -13,6 +13,7 @@ rule replay:
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
         results=RESULTS,
+        defenses=get_lineage_shard_defenses(),
     group:
         "replay"
     log:

@@ -1,6 +1,8 @@
 # Report: every table (CSV, parquet and an HTML page), every figure (PNG and SVG) and report.md, from the
 # rollout records alone. The HTML pages and PNG figures are what `snakemake --report` shows, each with a
 # caption under workflow/report/.
+from evoaudit.report.names import DEFENSE_TABLE as REPORT_DEFENSE_TABLE
+from evoaudit.report.names import EXTENSION_TABLES as REPORT_EXTENSION_TABLES
 from evoaudit.report.names import FIGURES as REPORT_FIGURES
 from evoaudit.report.names import ROLLOUT_TABLE as REPORT_ROLLOUT_TABLE
 from evoaudit.report.names import TABLES as REPORT_TABLES
@@ -22,7 +24,10 @@ _REPORT_CATEGORY = {
     "interface": "5 Interface diagnostics",
     "qualitative": "6 Qualitative cases",
     "diagnostics": "7 Evolution diagnostics",
+    REPORT_DEFENSE_TABLE: "9 Defences (named extension)",
 }
+# Extension tables written only when their extension runs (the defence table: config key defenses).
+REPORT_EXTENSIONS = [REPORT_DEFENSE_TABLE] if DEFENSES else []
 
 
 rule report:
@@ -30,6 +35,7 @@ rule report:
         rollouts=get_evaluate_shards(),
         replays=get_replay_reports(),
         transfer=get_transfer_shards(),
+        defended=get_defended_evaluate_shards(),
         metas=get_all_artifact_metas(),
         manifest=rules.freeze.output.manifest,
         spec=rules.instances.output.spec,
@@ -40,6 +46,18 @@ rule report:
         index=f"{RESULTS}/report/html/index.html",
         csv=[f"{RESULTS}/report/tables/{t}.csv" for t in REPORT_TABLES if t != "main"],
         parquet=[f"{RESULTS}/report/tables/{t}.parquet" for t in REPORT_TABLES],
+        extension_tables=[
+            f"{RESULTS}/report/tables/{t}.{ext}" for t in REPORT_EXTENSIONS for ext in ("csv", "parquet")
+        ],
+        extension_pages=[
+            report(
+                f"{RESULTS}/report/html/{t}.html",
+                caption=f"../report/{t}.rst",
+                category=_REPORT_CATEGORY[t],
+                labels={"table": REPORT_EXTENSION_TABLES[t][0]},
+            )
+            for t in REPORT_EXTENSIONS
+        ],
         rollout_table=f"{RESULTS}/report/tables/{REPORT_ROLLOUT_TABLE}.parquet",
         pages=[
             report(

@@ -3,8 +3,9 @@
 The loop reaches tools only through a ``ToolSession`` the suite opens over an environment
 (``suite.interface``): in process for Banking (AgentDojo's own runtime), or over a transport.
 
-AgentDojo's ``run_task_with_pipeline`` is deliberately not used: when the final message is empty it
-re-runs the whole pipeline on the already-mutated environment, which would double every side effect.
+The default loop deliberately does not do what AgentDojo's ``run_task_with_pipeline`` does when the final
+message is empty (re-run the whole pipeline on the already-mutated environment, which would double every
+side effect); ``agent.profile: agentdojo`` does it, for parity with that runner (``run_runner_episode``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evoaudit.agent.profile import agent_profile
 from evoaudit.agent.prompt import opening_messages
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
-from evoaudit.suite.interface import AuditSuite, ToolSession
+from evoaudit.suite.defenses import Defense
+from evoaudit.suite.interface import AgentProfile, AuditSuite, ToolSession
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
 # ``tool_name(...)`` call of a known tool, or a JSON object naming one.
@@ -59,16 +62,39 @@ async def run_episode(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> Episode:
     """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
 
-    The session's environment is mutated in place: it is the terminal state when this returns.
+    The session's environment is mutated in place: it is the terminal state when this returns. A
+    ``defense`` changes what the model receives (each tool message's text, and user messages after a round
+    of tool results); the executed calls keep the runtime's own text.
     """
     tools = session.schemas()
     tool_names = {t["function"]["name"] for t in tools}
     ep = Episode(messages=list(messages))
     start = time.perf_counter()
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    kept: set[str] | None = None  # the tools a tool filter kept; None: every tool is offered
+    if defense is not None and defense.filters_tools:
+        # AgentDojo's tool_filter, through this loop's own client: the question and the answer stay in the
+        # conversation, and only the tools the answer names are offered from then on.
+        question = Message(role="user", content=defense.filter_prompt())
+        request = ChatRequest(messages=(*ep.messages, question), tools=tools, seed=seed, tool_choice="none")
+        try:
+            response = await backend.complete(request)
+        except InfraFailure as failure:
+            ep.infra_failure, ep.infra_failure_detail = failure.kind, failure.detail
+            ep.usage = Usage(**usage)
+            ep.wall_s = time.perf_counter() - start
+            return ep
+        usage["requests"] += 0 if response.cached else 1
+        usage["prompt_tokens"] += response.prompt_tokens
+        usage["completion_tokens"] += response.completion_tokens
+        # Only its text: a call the model made anyway is not part of the answer (and is never run).
+        ep.messages += [question, Message(role="assistant", content=response.message.content or "")]
+        kept = defense.kept_tools(response.message.content, tool_names)
+        tools = [t for t in tools if t["function"]["name"] in kept]
     while True:
         if ep.steps >= max_steps:
             ep.step_limit_hit = True
@@ -94,16 +120,132 @@ async def run_episode(
             ep.final_output = reply.content or ""
             break
         for tc in reply.tool_calls:
-            ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
+            if kept is not None and tc.name not in kept:  # the runtime no longer offers it: not run
+                error = defense.filtered_out(tc.name)  # type: ignore[union-attr]
+                ep.calls.append(
+                    ExecutedCall(call_id=tc.id, function=tc.name, args=_args_of(tc.arguments), error=error)
+                )
+            else:
+                ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
+            text = executed.error or executed.result
             ep.messages.append(
                 Message(
-                    role="tool", tool_call_id=tc.id, name=tc.name, content=executed.error or executed.result
+                    role="tool",
+                    tool_call_id=tc.id,
+                    name=tc.name,
+                    content=defense.tool_output(text) if defense is not None else text,
                 )
             )
+        if defense is not None:
+            prompt = next((m.content or "" for m in ep.messages if m.role == "user"), "")
+            ep.messages.extend(Message(role="user", content=t) for t in defense.after_tools(prompt))
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
+
+
+async def run_runner_episode(
+    backend: ChatBackend,
+    messages: list[Message],
+    session: ToolSession,
+    profile: AgentProfile,
+    *,
+    max_steps: int,
+    seed: int | None,
+) -> Episode:
+    """``run_episode`` as a benchmark's own runner runs it (``agent.profile``; ``interface.AgentProfile``).
+
+    The requests carry the runner's message shapes and tool schemas; a call is executed as the runner's
+    executor does (``profile.run_call``); the calls of the ``max_steps``-th turn are not executed (the
+    runner's loop stops before them); and while the final message has no content the episode is run again
+    from the opening messages, on the environment the last run left, up to ``profile.attempts`` runs in
+    all. The episode records every run's messages and calls, in order; a call id an earlier run already
+    used is renamed in the record (the requests carry the server's own), so ids are unique in the episode."""
+    tools = profile.tool_schemas()
+    tool_names = {t["function"]["name"] for t in tools}
+    ep = Episode(messages=[])
+    start = time.perf_counter()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+    reply: Message | None = None
+    used: set[str] = set()  # call ids of the runs before this one
+    for run in range(profile.attempts):
+        convo = list(messages)
+        wire = [profile.wire_message(m) for m in convo]
+        ep.messages.extend(convo)
+        turns = 0
+        while True:
+            request = ChatRequest(
+                messages=tuple(convo),
+                tools=tools,
+                seed=seed,
+                runner_messages=tuple(wire),
+                runner_body=profile.request_body,
+            )
+            try:
+                response = await backend.complete(request)
+            except InfraFailure as failure:
+                ep.infra_failure = failure.kind
+                ep.infra_failure_detail = failure.detail
+                reply = None
+                break
+            ep.steps += 1
+            turns += 1
+            usage["requests"] += 0 if response.cached else 1
+            usage["prompt_tokens"] += response.prompt_tokens
+            usage["completion_tokens"] += response.completion_tokens
+            reply = response.message
+            recorded = _unique_call_ids(reply, used, run)
+            convo.append(reply)
+            ep.messages.append(recorded)
+            ep.textual_action = (
+                ep.textual_action or reply.tool_calls_from_text or textual_action(reply.content, tool_names)
+            )
+            if not reply.tool_calls:
+                break
+            if turns >= max_steps:
+                ep.step_limit_hit = True
+                break
+            results: list[tuple[Message, Message, bool]] = []
+            sent: list[dict[str, Any] | None] = []
+            for tc, rc in zip(reply.tool_calls, recorded.tool_calls, strict=True):
+                executed, args = _execute_as_runner(rc.id, tc.name, tc.arguments, session, profile)
+                ep.calls.append(executed)
+                sent.append(args)
+                text = executed.error or executed.result
+                result = Message(role="tool", tool_call_id=tc.id, name=tc.name, content=text)
+                kept = result.model_copy(update={"tool_call_id": rc.id})
+                results.append((result, kept, bool(executed.error)))
+            wire.append(profile.wire_message(reply, call_args=sent))
+            for msg, kept, error in results:
+                convo.append(msg)
+                ep.messages.append(kept)
+                wire.append(profile.wire_message(msg, error=error))
+        used |= {tc.id for m in ep.messages for tc in m.tool_calls}
+        if ep.infra_failure is not None or (reply is not None and reply.content is not None):
+            break
+    ep.final_output = (reply.content if reply is not None else None) or ""
+    ep.usage = Usage(**usage)
+    ep.wall_s = time.perf_counter() - start
+    return ep
+
+
+def _unique_call_ids(reply: Message, used: set[str], run: int) -> Message:
+    """``reply`` with every call id an earlier run used renamed (``<id>.run<N>``, then a counter)."""
+    if not any(tc.id in used for tc in reply.tool_calls):
+        return reply
+    taken = used | {tc.id for tc in reply.tool_calls}
+    calls = []
+    for tc in reply.tool_calls:
+        if tc.id in used:
+            new, n = f"{tc.id}.run{run}", 0
+            while new in taken:
+                n += 1
+                new = f"{tc.id}.run{run}.{n}"
+            taken.add(new)
+            tc = tc.model_copy(update={"id": new})
+        calls.append(tc)
+    return reply.model_copy(update={"tool_calls": calls})
 
 
 async def run_instance(
@@ -117,24 +259,42 @@ async def run_instance(
     *,
     max_steps: int,
     seed: int | None,
+    defense: Defense | None = None,
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
-    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport)."""
+    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport); a ``defense`` rewrites the
+    system message and what the model receives (``suite.defenses``)."""
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
     session = suite.open_tools(env, cfg)
+    profile = agent_profile(suite, cfg)
+    opening = opening_messages(
+        defense.system(system) if defense is not None else system, suite.prompt_for(instance, attack)
+    )
     try:
-        episode = await run_episode(
-            backend,
-            opening_messages(system, suite.prompt_for(instance, attack)),
-            session,
-            max_steps=max_steps,
-            seed=seed,
-        )
+        if profile is None:
+            episode = await run_episode(
+                backend, opening, session, max_steps=max_steps, seed=seed, defense=defense
+            )
+        elif defense is not None:  # the configuration refuses the pair; a direct caller is told so
+            raise ValueError(f"an agent profile runs no defence; {defense.name!r} was asked for")
+        else:
+            episode = await run_runner_episode(
+                backend, opening, session, profile, max_steps=max_steps, seed=seed
+            )
     finally:
         session.close()
     return pre, env, episode
+
+
+def _args_of(arguments: str) -> dict | None:
+    """A call's arguments as recorded (``_execute``'s reading): a JSON object, else None."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return recordable(args) if isinstance(args, dict) else None
 
 
 def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> ExecutedCall:
@@ -158,3 +318,14 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
         return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
     return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
 
+
+def _execute_as_runner(
+    call_id: str, name: str, arguments: str, session: ToolSession, profile: AgentProfile
+) -> tuple[ExecutedCall, dict[str, Any] | None]:
+    """A call as the runner's executor makes it: (the record, the arguments as executed, which the runner's
+    next request carries; None when they did not parse)."""
+    done = profile.run_call(name, arguments, session.call)
+    args = None if done.args is None else recordable(done.args)
+    if done.error:
+        return ExecutedCall(call_id=call_id, function=name, args=args, error=done.error), done.args
+    return ExecutedCall(call_id=call_id, function=name, args=args, result=done.text), done.args

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from evoaudit import atomic
-from evoaudit.agent.prompt import system_prompt
+from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.hashing import sha256_file
@@ -27,7 +27,7 @@ def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, recor
     chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.acquisition]
     backend = make_backend(cfg, cfg.executor, learning)
     specs = plan_episodes(lineage, "acquire", "benign", chosen, [])
-    rollouts = asyncio.run(run_specs(cfg, backend, specs, system_prompt(cfg.agent.system_prompt), None, out))
+    rollouts = asyncio.run(run_specs(cfg, backend, specs, configured_prompt(cfg), None, out))
     info = {
         "lineage": lineage,
         "path": out.as_posix(),

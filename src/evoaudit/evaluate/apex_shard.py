@@ -24,6 +24,7 @@ from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm, Instance
+from evoaudit.suite.defenses import ORIGINS
 from evoaudit.suite.registry import get_suite
 
 APEX = "apex"
@@ -51,14 +52,24 @@ def _with_attack_set(instance: Instance, attack_set: Path) -> Instance:
 
 
 def plan_apex(
-    cfg: Config, model_id: str, arm: Arm, category: str | None, attack_set: Path | None = None
+    cfg: Config,
+    model_id: str,
+    arm: Arm,
+    category: str | None,
+    attack_set: Path | None = None,
+    defense: str | None = None,
 ) -> list[EpisodeSpec]:
-    """Every repeat's episodes of one model: the benign run of each task, or each attack of ``category``."""
+    """Every repeat's episodes of one model: the benign run of each task, or each attack of ``category``;
+    under ``defense`` (the defence axis, ``suite.defenses``) when one is given; a defence the suite lists
+    as unsupported (``AuditSuite.unsupported_defenses``) is refused, whoever asks for it."""
+    refused = get_suite(APEX).unsupported_defenses
+    if defense in refused:
+        raise ValueError(f"defense {defense!r} does not run on APEX-Harm: {refused[defense]}")
     instances = endpoint_instances(cfg, attack_set)
     goals = [category] if category else []
     specs: list[EpisodeSpec] = []
     for lineage in repeat_lineages(cfg):
-        specs.extend(plan_episodes(lineage, model_id, arm, instances, goals))
+        specs.extend(plan_episodes(lineage, model_id, arm, instances, goals, defense))
     return sorted(specs, key=lambda s: s.rollout_id)
 
 
@@ -76,9 +87,11 @@ def evaluate_apex_shard(
     spec_path: Path,
     attacks_path: Path,
     out: Path,
+    defense: str | None = None,
 ) -> None:
     run_cfg = apex_model_config(cfg, model_id)
-    specs = shard(plan_apex(run_cfg, model_id, arm, category, attacks_path), shard_index, cfg.apex.shards)
+    planned = plan_apex(run_cfg, model_id, arm, category, attacks_path, defense)
+    specs = shard(planned, shard_index, cfg.apex.shards)
     instances = endpoint_instances(run_cfg, attacks_path)
     backend = make_backend(run_cfg, run_cfg.executor, instances)
     pin = run_pin(spec_path, attacks_path)
@@ -90,6 +103,7 @@ def evaluate_apex_shard(
         spec=spec_path,
         apex_run_sha256=pin,
         sandbox=sandbox_info(run_cfg),
+        **({} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}),
     )
     system = system_prompt(run_cfg.agent.system_prompt)
     asyncio.run(run_specs(run_cfg, backend, specs, system, pin, out))

@@ -21,10 +21,12 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.evaluate import resume
 from evoaudit.evaluate.outcome import compute_outcome, harness_failure_outcome
+from evoaudit.hashing import sha256_json
 from evoaudit.jsonl import ShardWriter, partial_path
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Arm, Instance, Rollout
 from evoaudit.seeds import derive_seed
+from evoaudit.suite.defenses import get_defense
 from evoaudit.suite.registry import get_suite
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,9 @@ class EpisodeSpec:
     arm: Arm
     instance: Instance
     goal: str | None
+    # The defence the episode runs under (suite.defenses); None: undefended, the paper's protocol. Not in
+    # the rollout id: a defended run has its own shard files, and the same seed as its undefended twin.
+    defense: str | None = None
 
     @property
     def rollout_id(self) -> str:
@@ -48,17 +53,22 @@ class EpisodeSpec:
 
 
 def plan_episodes(
-    lineage: str, condition: str, arm: Arm, instances: list[Instance], goals: list[str]
+    lineage: str,
+    condition: str,
+    arm: Arm,
+    instances: list[Instance],
+    goals: list[str],
+    defense: str | None = None,
 ) -> list[EpisodeSpec]:
     """Benign: one episode per instance. Attacked: one per instance and each of ``goals`` (the arm's
     configured attacks) that the instance's suite runs against it (``AuditSuite.attacks``)."""
     specs = []
     for inst in instances:
         if arm == "benign":
-            specs.append(EpisodeSpec(lineage, condition, arm, inst, None))
+            specs.append(EpisodeSpec(lineage, condition, arm, inst, None, defense))
         else:
             attacks = get_suite(inst.suite).attacks(goals, inst)
-            specs.extend(EpisodeSpec(lineage, condition, arm, inst, g) for g in attacks)
+            specs.extend(EpisodeSpec(lineage, condition, arm, inst, g, defense) for g in attacks)
     return sorted(specs, key=lambda s: s.rollout_id)
 
 
@@ -95,6 +105,7 @@ async def run_one(
         cfg,
         max_steps=cfg.agent.max_steps,
         seed=seed if cfg.executor.send_seed else None,
+        defense=get_defense(spec.defense, seed),
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(
@@ -108,7 +119,15 @@ async def run_one(
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),
+        **_profile_fields(cfg),
     )
+
+
+def _profile_fields(cfg: Config) -> dict:
+    """The rollout's ``agent_profile`` and ``max_steps`` (none for the default profile: records.Rollout)."""
+    if cfg.agent.profile == "default":
+        return {}
+    return {"agent_profile": cfg.agent.profile, "max_steps": cfg.agent.max_steps}
 
 
 def _identity(
@@ -130,6 +149,7 @@ def _identity(
         "executor": backend.fingerprint(),
         "artifact_sha256": artifact_sha256,
         "resume_key": resume_key,
+        "defense": spec.defense,
     }
 
 
@@ -150,6 +170,7 @@ def harness_failure_rollout(
         calls=[],
         terminal_state={},
         outcome=harness_failure_outcome(spec.goal, exc),
+        **_profile_fields(cfg),
     )
 
 
@@ -161,6 +182,8 @@ def spec_resume_key(
     sections_sha256: str | None = None,
 ) -> str:
     sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    if spec.defense is not None:  # a defended episode is never kept for its undefended twin, or another's
+        sections = sha256_json([sections, spec.defense])
     return resume.resume_key(artifact_sha256, executor, episode_seed(cfg, spec), sections)
 
 

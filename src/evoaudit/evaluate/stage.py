@@ -1,4 +1,5 @@
-"""Evaluate entry point: one shard of one lineage × condition × arm, against sealed endpoint variants."""
+"""Evaluate entry point: one shard of one lineage × condition × arm (under a defence, where one is given),
+against sealed endpoint variants."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from evoaudit.agent.prompt import system_prompt
+from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_json
@@ -19,6 +20,7 @@ from evoaudit.records import Arm
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, verify_file
+from evoaudit.suite.defenses import ORIGINS
 from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
@@ -37,7 +39,10 @@ def evaluate_shard(
     results_dir: Path,
     out: Path,
     endpoint: Path | None = None,
+    defense: str | None = None,
 ) -> None:
+    """``defense`` (one of ``suite.defenses.DEFENSES``) rewrites what the model sees in every episode
+    (the defence axis, a named extension); None is the paper's protocol."""
     verify_table(table, spec)
     manifest = read_manifest(manifest_path)
     event = json.loads(unseal_event.read_text())
@@ -57,19 +62,21 @@ def evaluate_shard(
     insertion = Insertion(cond, artifact_dir)
     goals = condition_goals(cond, cfg.suite.goals, cfg.methods_params.placebo.goals)
     specs = shard(
-        plan_episodes(lineage, condition_name, arm, instances, goals), shard_index, cfg.evaluation.shards
+        plan_episodes(lineage, condition_name, arm, instances, goals, defense),
+        shard_index,
+        cfg.evaluation.shards,
     )
     system: str | Callable[[EpisodeSpec], str]
     retrieval: Callable[[EpisodeSpec], dict | None] | None = None
     if insertion.per_query:  # retrieval: each episode's prompt depends on its task query
-        systems = {
-            s.rollout_id: system_prompt(cfg.agent.system_prompt, insertion.sections(s.instance.prompt))
-            for s in specs
-        }
+        systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
         system = lambda spec: systems[spec.rollout_id]  # noqa: E731
         retrieval = lambda spec: insertion.retrieval(spec.instance.prompt)  # noqa: E731
     else:
-        system = system_prompt(cfg.agent.system_prompt, insertion.sections())
+        system = configured_prompt(cfg, insertion.sections())
     backend = make_backend(cfg, cfg.executor, instances)
-    write_provenance(out, cfg, "evaluate", spec=spec, manifest=manifest_path, executor=backend.fingerprint())
+    extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
+    write_provenance(
+        out, cfg, "evaluate", spec=spec, manifest=manifest_path, executor=backend.fingerprint(), **extra
+    )
     asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evoaudit.agent.loop import run_instance
-from evoaudit.agent.prompt import system_prompt
+from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.common import (
@@ -372,7 +372,7 @@ async def gate_score(
 ) -> GateScore:
     """Utility of the executor with ``skill`` on the validation instances. The same seeds for every
     candidate, so that two skills are compared on the same draws."""
-    system = system_prompt(cfg.agent.system_prompt, skill_sections(skill))
+    system = configured_prompt(cfg, skill_sections(skill))
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
     async def one(inst: Instance) -> bool | None:

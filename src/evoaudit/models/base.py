@@ -6,7 +6,8 @@ tool schemas, sampling parameters and a seed derived from the episode's identity
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +44,16 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     # The schema of the JSON answer this request expects, if any; the simulator ignores it.
     response_schema: ResponseSchema | None = None
+    # "none": the model must answer in text although tools are listed (the tool filter's question); None
+    # leaves it to the endpoint's wire settings, and then nothing is added to the request.
+    tool_choice: Literal["none"] | None = None
+    # The messages as a benchmark runner's own client sends them (``agent.profile`` other than default),
+    # in that client's wire shape; the ``openai`` backend then sends them, the tools and that client's
+    # sampling (``OpenAIBackend.request_body``) instead of its own. The simulator reads ``messages``.
+    runner_messages: tuple[dict[str, Any], ...] | None = None
+    # With ``runner_messages``: the runner's own client building its body, ``(model, messages, tools,
+    # temperature) -> body`` (``interface.AgentProfile.request_body``); left out of every dump.
+    runner_body: Callable[..., dict[str, Any]] | None = Field(default=None, exclude=True)
 
 
 class ChatResponse(BaseModel):

@@ -142,12 +142,16 @@ class OpenAIBackend:
             return self._live | structured
         if self._from_cache is not None:  # every answer so far came from the cache
             return {**self._from_cache, "source": "cache"} | structured
-        return structured | Fingerprint(
-            backend="openai",
-            model=self.endpoint.model,
-            base_url=self.url,
-            sampling=self.sampling(),
-        ).model_dump() | {"source": "not contacted"}
+        return (
+            structured
+            | Fingerprint(
+                backend="openai",
+                model=self.endpoint.model,
+                base_url=self.url,
+                sampling=self.sampling(),
+            ).model_dump()
+            | {"source": "not contacted"}
+        )
 
     async def _ensure_fingerprint(self, st: _LoopState) -> None:
         if self._live is not None:
@@ -318,6 +322,8 @@ class OpenAIBackend:
         """The request as sent. ``structured``: whether a response schema goes out (default: as
         ``wire.structured_output`` decides, probing the server once under ``auto``)."""
         e = self.endpoint
+        if request.runner_messages is not None:
+            return self._runner_body(request)
         body: dict[str, Any] = {
             "model": e.model,
             "messages": [request_message(m, e.wire.assistant_content) for m in request.messages],
@@ -327,7 +333,9 @@ class OpenAIBackend:
         if request.tools:
             body["tools"] = list(request.tools)
             # Some servers (llama-cpp-python's function-calling handler) drop the tools without it.
-            if e.wire.tool_choice is not None:
+            if request.tool_choice is not None:  # the request's own (the tool filter's question)
+                body["tool_choice"] = request.tool_choice
+            elif e.wire.tool_choice is not None:
                 body["tool_choice"] = e.wire.tool_choice
         if e.send_seed and request.seed is not None:
             body["seed"] = request.seed
@@ -337,6 +345,18 @@ class OpenAIBackend:
             if structured:
                 body["response_format"] = request.response_schema.response_format()
         return body
+
+    def _runner_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The body a benchmark runner's own client sends (``agent.profile``), built by that client's code
+        (``request.runner_body``; AgentDojo's ``chat_completion_request``) from its messages, its tools, the
+        endpoint's model and temperature; no max_tokens, seed or wire setting. ``extra_body`` still merges
+        when the request goes out."""
+        if request.runner_body is None:
+            raise ValueError("a request with runner_messages needs runner_body (agent.profile)")
+        e = self.endpoint
+        return request.runner_body(
+            e.model, list(request.runner_messages or ()), list(request.tools), e.temperature
+        )
 
     def cache_key(self, body: dict[str, Any]) -> str:
         return request_key(self.url, body | {"extra_body": self.endpoint.extra_body})
@@ -470,7 +490,10 @@ class OpenAIBackend:
             except openai.APIResponseValidationError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                parsed = parse_completion(text, request, parse_text_calls=e.wire.parse_text_tool_calls)
+                # A runner's own client reads native tool_calls only (agent.profile).
+                runner = request is not None and request.runner_messages is not None
+                text_calls = e.wire.parse_text_tool_calls and not runner
+                parsed = parse_completion(text, request, parse_text_calls=text_calls)
                 if isinstance(parsed, ChatResponse):
                     if parsed.finish_reason == "content_filter":
                         raise InfraFailure("guardrail_rejection", "finish_reason content_filter")

@@ -55,6 +55,8 @@ from evoaudit.models.text_calls import find_text_calls
 from evoaudit.models.wire import message_from_wire, request_message
 from evoaudit.offline import offline
 from evoaudit.records import Message, ToolCall
+from evoaudit.suite.interface import AgentProfile
+from evoaudit.suite.registry import get_suite
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,10 @@ class Target:
     role: str  # where in the config (Config.endpoint_roles): executor, optimizer, apex.judge, ...
     endpoint: EndpointConfig
     api_key: str
+    # The runner profile this role's episodes run under (agent.profile other than default), whose request
+    # shape the tool-call probe then uses; None for evoaudit's own.
+    runner: AgentProfile | None = None
+    runner_name: str | None = None
 
     @property
     def calls_tools(self) -> bool:
@@ -214,20 +220,35 @@ def dropped_message(role: str, endpoint: EndpointConfig, probe: dict[str, Any]) 
 
 
 def tool_call_probe(
-    client: httpx.Client, role: str, where: str, base: str, endpoint: EndpointConfig, api_key: str
+    client: httpx.Client,
+    role: str,
+    where: str,
+    base: str,
+    endpoint: EndpointConfig,
+    api_key: str,
+    runner: AgentProfile | None = None,
+    runner_name: str | None = None,
 ) -> dict[str, Any]:
     """Ask for the weather in Paris with ``get_weather`` offered; say how the model called it: ``native``
     (``tool_calls``), ``text`` (written in the content) or ``none``. Raises PreflightError when the server
-    refuses a request with tools, or when the call is text and ``wire.parse_text_tool_calls`` is off."""
-    body: dict[str, Any] = {
-        "model": endpoint.model,
-        "messages": [{"role": "user", "content": TOOL_PROBE_PROMPT}],
-        "tools": [TOOL_PROBE_TOOL],
-        "temperature": 0,
-        "max_tokens": min(TOOL_PROBE_MAX_TOKENS, endpoint.max_tokens),
-    }
-    if endpoint.wire.tool_choice is not None:  # as every request with tools of the run carries it
-        body["tool_choice"] = endpoint.wire.tool_choice
+    refuses a request with tools, or when the call is text and ``wire.parse_text_tool_calls`` is off.
+    Under a runner profile (``runner``: agent.profile) the request is that runner's own (its message shape,
+    tool_choice and sampling, bounded by max_tokens), and a call written as text always stops the run:
+    the runner reads native calls only, so the fix is the server's template or tool-call parser."""
+    if runner is not None:
+        user = runner.wire_message(Message(role="user", content=TOOL_PROBE_PROMPT))
+        body = runner.request_body(endpoint.model, [user], [TOOL_PROBE_TOOL], endpoint.temperature)
+        body["max_tokens"] = min(TOOL_PROBE_MAX_TOKENS, endpoint.max_tokens)
+    else:
+        body = {
+            "model": endpoint.model,
+            "messages": [{"role": "user", "content": TOOL_PROBE_PROMPT}],
+            "tools": [TOOL_PROBE_TOOL],
+            "temperature": 0,
+            "max_tokens": min(TOOL_PROBE_MAX_TOKENS, endpoint.max_tokens),
+        }
+        if endpoint.wire.tool_choice is not None:  # as every request with tools of the run carries it
+            body["tool_choice"] = endpoint.wire.tool_choice
     body |= endpoint.extra_body
     budget = min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
     c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a tool")
@@ -252,6 +273,16 @@ def tool_call_probe(
     answer = server_errors.trim(message.content or "", 300)
     found = find_text_calls(message.content, {TOOL_PROBE_TOOL["function"]["name"]})
     if found is not None:
+        if runner is not None:
+            raise PreflightError(
+                f"{where}: asked to use a tool in the request agent.profile {runner_name!r} sends, the "
+                f"model wrote the call in its answer's text ({found.shape}: {answer!r}) and the server did "
+                "not turn it into tool_calls; that runner reads native tool_calls only, so its episodes "
+                "would record no tool calls at all. Serve the model with a chat template or tool-call parser "
+                "that returns its calls as tool_calls (llama.cpp: --jinja --chat-template-file <template>; "
+                "vLLM/SGLang: --enable-auto-tool-choice --tool-call-parser <parser>), or use "
+                "agent.profile: default with wire.parse_text_tool_calls: true"
+            )
         if not endpoint.wire.parse_text_tool_calls:
             raise PreflightError(
                 f"{where}: asked to use a tool, the model wrote the call in its answer's text "
@@ -347,6 +378,8 @@ def check_endpoint(
     tools: bool = True,
     structured: bool = False,
     render: bool = True,
+    runner: AgentProfile | None = None,
+    runner_name: str | None = None,
 ) -> dict[str, Any]:
     """Run the checks (the tool-call probe when ``tools``, the structured-output probe when
     ``structured``, the rendered-prompt probe when ``render``); raise PreflightError with the server's
@@ -424,7 +457,9 @@ def check_endpoint(
             if (why := dropped_message(role, endpoint, found["render_probe"])) is not None:
                 raise PreflightError(why)
         if tools:
-            found["tool_call_probe"] = tool_call_probe(client, role, where, base, endpoint, api_key)
+            found["tool_call_probe"] = tool_call_probe(
+                client, role, where, base, endpoint, api_key, runner, runner_name
+            )
         if structured:
             probe = structured_output_probe(client, where, base, endpoint, api_key)
             enabled = structured_output_decision(role, where, endpoint, probe)
@@ -497,7 +532,10 @@ def targets(cfg: Config) -> list[Target]:
                     f"{role}.api_key_env: environment variable {ep.api_key_env} is not set; export it or set "
                     "api_key_env to null for an endpoint without authentication"
                 )
-        out.append(Target(role, ep, key))
+        runner = None
+        if _is_executor(role) and cfg.agent.profile != "default":
+            runner = get_suite(cfg.suite.name).agent_profile(cfg.agent.profile)
+        out.append(Target(role, ep, key, runner, cfg.agent.profile if runner is not None else None))
     return out
 
 
@@ -509,7 +547,7 @@ def check(cfg: Config) -> dict[str, dict[str, Any]]:
         return results
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in targets(cfg):
-        ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json())
+        ident = (str(t.endpoint.base_url), t.endpoint.model, t.endpoint.wire.model_dump_json(), t.runner_name)
         # A check without a probe (the tool-call probe for an optimizer, the structured-output probe for an
         # executor) does not stand in for one that needs it.
         had = done.get(ident)
@@ -526,6 +564,8 @@ def check(cfg: Config) -> dict[str, dict[str, Any]]:
                 tools=t.calls_tools or (had is not None and "tool_call_probe" in had),
                 structured=t.structured or (had is not None and "structured_output_probe" in had),
                 render=t.renders or (had is not None and "render_probe" in had),
+                runner=t.runner,
+                runner_name=t.runner_name,
             )
             log.info("pre-flight %s: %s", t.role, json.dumps(done[ident], sort_keys=True))
         results[t.role] = done[ident]

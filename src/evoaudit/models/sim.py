@@ -44,6 +44,7 @@ from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
+from evoaudit.suite.defenses import is_tool_filter_request
 from evoaudit.suite.interface import SimOracle
 from evoaudit.suite.registry import get_suite
 
@@ -357,6 +358,13 @@ class SimBackend:
         entry = self.oracle.by_prompt.get(user.content) if user and user.content else None
         if entry is None:
             return Message(role="assistant", content=REFUSAL)
+        if is_tool_filter_request(messages):
+            # The tool filter's question (suite.defenses), answered from the granted plan: oracle knowledge
+            # of which tools the task needs (and the read the simulator may add), which no model has before
+            # it starts. So a goal's tools the task does not need are always left out, and the tool_filter
+            # row on the simulator is a mechanism check by construction, never a measurement of the filter.
+            kept = {c.function for c in entry.plan} | {"get_most_recent_transactions"}
+            return Message(role="assistant", content=", ".join(sorted(kept)))
         system = "\n".join(m.content or "" for m in messages if m.role == "system")
         eff = self.effective(entry.family, system)
         d = _draws(seed)

@@ -61,6 +61,7 @@ from evoaudit.models.sim import apply_cues
 from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.seeds import derive_seed
+from evoaudit.suite.defenses import unframe
 
 DEFAULT_STEP_LIMIT = 150  # the paper's orchestrator setting (H.1); the loop enforces the configured one
 # The workspace tools that only read (a model tells them by name and description).
@@ -278,7 +279,7 @@ class ApexSimBackend:
         eff = effective_apex(self.params, system)
         extra = user.content.replace(task.prompt, "\n").strip()
         episode = _Episode(task, self.params, eff, seed if seed is not None else 0, system, extra)
-        results = _recorded_results(messages)
+        results = _recorded_results(messages, system)
         gen = episode.run()
         try:
             step = next(gen)
@@ -297,9 +298,11 @@ class ApexSimBackend:
         raise AssertionError("unreachable")
 
 
-def _recorded_results(messages: list[Message]) -> list[str]:
-    """The tool results in call order (a call without a recorded result reads as empty)."""
-    by_id = {m.tool_call_id: m.content or "" for m in messages if m.role == "tool"}
+def _recorded_results(messages: list[Message], system: str = "") -> list[str]:
+    """The tool results in call order (a call without a recorded result reads as empty), each without the
+    framing of a defence the system message declares (``suite.defenses.unframe``): a model told how tool
+    output is marked reads the result inside the marks."""
+    by_id = {m.tool_call_id: unframe(m.content or "", system) for m in messages if m.role == "tool"}
     return [by_id.get(tc.id, "") for m in messages if m.role == "assistant" for tc in m.tool_calls]
 
 

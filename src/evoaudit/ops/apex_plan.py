@@ -104,11 +104,18 @@ def _pending(decisions: dict) -> int:
 
 def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
     """(stage suffix, results prefix, [(shard group, episodes)], count source) per arm: the main run's benign
-    and attacked episodes, then each ablated arm's attacked episodes."""
+    and attacked episodes, the same under each configured defence, then each ablated arm's attacked
+    episodes."""
     counts, source = attack_counts(cfg)
     main = [("benign", n_tasks(cfg) * cfg.apex.repeats)]
     main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
     arms = [("", "", main, source)]
+    # The defence axis (config key defenses): the main run again under each defence.
+    if cfg.defenses:
+        from evoaudit.suite.registry import suite_defenses
+
+        defended = suite_defenses("apex", cfg.defenses)
+        arms += [(f"/defense/{d}", f"defense/{d}/", main, source) for d in defended]
     for a in cfg.apex.ablations:
         counts, source = attack_counts(cfg, a.name)
         groups = [(f"attacked/{c}", n * cfg.apex.repeats) for c, n in counts.items()]

@@ -71,9 +71,24 @@ _TIMED = ("freeze/unseal.json", "freeze/*/unseal.json", "freeze/unseal_log.jsonl
 MAX_FILES = 200_000
 MAX_BYTES = 16 << 30
 # What `reproduce` derives again from the other files: the replay reports and both suites' reports.
-DERIVED = ("replay/*", "apex/replay/*", "apex/*/replay/*", "report/*", "apex/report/*")
+DERIVED = (
+    "replay/*",
+    "defense/*/replay/*",
+    "apex/replay/*",
+    "apex/*/replay/*",
+    "report/*",
+    "apex/report/*",
+)
 # The rules that derive them (and the aggregate targets that ask for them).
-DERIVING_RULES = ("replay", "apex_replay", "report", "apex_report", "apex_ablation_table")
+DERIVING_RULES = (
+    "replay",
+    "apex_replay",
+    "apex_replay_defended",
+    "report",
+    "apex_report",
+    "apex_ablation_table",
+    "apex_defense_table",
+)
 
 
 class BundleEntry(BaseModel):
@@ -466,7 +481,7 @@ def _targets(manifest: BundleManifest, derived: list[str]) -> list[str]:
     targets += [
         f"{manifest.results_dir}/{r}"
         for r in sorted(rels)
-        if fnmatch.fnmatchcase(r, "apex/report/ablations/*.csv")
+        if fnmatch.fnmatchcase(r, "apex/report/ablations/*.csv") or r == "apex/report/defenses/defense.csv"
     ]
     return targets
 

@@ -233,24 +233,50 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
             )
         )
 
-    evaluate = StagePlan("evaluate")
     shards = cfg.evaluation.shards
-    for lineage in cfg.lineages:
-        for condition in cfg.conditions:
-            for arm in ARMS:
-                if arm == "benign":
-                    total = count(cfg.roles.benign_endpoint)
-                else:
-                    total = sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(
-                        cfg, condition
-                    )
-                left = 0
-                for s in range(shards):
-                    evaluate.jobs += 1
-                    size = len(range(s, total, shards))  # episodes are dealt round-robin over shards
-                    done = _recorded(results / "evaluate" / lineage / condition / arm / f"shard{s}.jsonl")
-                    left += 0 if done < 0 else max(size - done, 0)
-                add(evaluate, total, left)
+
+    def evaluate_runs(stage: StagePlan, root: Path, extra_per_episode: int = 0) -> None:
+        """Every (lineage, condition, arm) of the evaluate stage into ``stage``, its shards under ``root``
+        (``extra_per_episode``: requests an episode makes beyond the calibrated ones)."""
+        for lineage in cfg.lineages:
+            for condition in cfg.conditions:
+                for arm in ARMS:
+                    if arm == "benign":
+                        total = count(cfg.roles.benign_endpoint)
+                    else:
+                        total = sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(
+                            cfg, condition
+                        )
+                    left = 0
+                    for s in range(shards):
+                        stage.jobs += 1
+                        size = len(range(s, total, shards))  # episodes are dealt round-robin over shards
+                        done = _recorded(root / lineage / condition / arm / f"shard{s}.jsonl")
+                        left += 0 if done < 0 else max(size - done, 0)
+                    add(stage, total, left, total * extra_per_episode, left * extra_per_episode)
+
+    evaluate = StagePlan("evaluate")
+    evaluate_runs(evaluate, results / "evaluate")
+
+    # The defence axis (config key defenses): the evaluate stage once more per defence, under
+    # results/defense/<defense>/; a stage of its own so that the undefended count reads as before. The tool
+    # filter asks its question once per episode before the first turn: one request more per episode.
+    from evoaudit.suite.defenses import get_defense
+
+    defended = StagePlan("defense")
+    filters = [d for d in cfg.defenses if get_defense(d, 0).filters_tools]
+    for defense in cfg.defenses:
+        evaluate_runs(defended, results / "defense" / defense / "evaluate", int(defense in filters))
+    if defended.jobs:
+        notes.append(
+            f"defense: every condition and arm again under each of defenses {list(cfg.defenses)}; a "
+            "defence's added messages (repeat_user_prompt) lengthen requests, counted at the same rate"
+            + (
+                "; tool_filter adds one request per episode (its question)"
+                if "tool_filter" in cfg.defenses
+                else ""
+            )
+        )
 
     if getattr(getattr(cfg, "transfer", None), "enabled", False):
         notes.append(
@@ -258,7 +284,7 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         )
     replay = StagePlan("replay", jobs=len(cfg.lineages))  # one job per lineage; no model request
 
-    stages = [acquire, evolve, evaluate, replay]
+    stages = [acquire, evolve, evaluate, *([defended] if defended.jobs else []), replay]
     for st in stages:
         st.tokens = st.requests * per_request
         st.tokens_left = st.requests_left * per_request

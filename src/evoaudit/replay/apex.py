@@ -28,10 +28,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evoaudit.replay.defended import defended_messages
 from evoaudit.suite.apex import tools
 from evoaudit.suite.apex.threat import AttackInstance, Goal
 from evoaudit.suite.apex.watcher import attach
 from evoaudit.suite.apex.workspace import CallRecord, Workspace
+from evoaudit.suite.defenses import get_defense
 
 _READS = ("read_file", "read_docx", "read_sheet", "read_pdf")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9.%$'@-]*")
@@ -414,6 +416,10 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         expected = _ExpectedWatcher(attack, goal)
         env.observers.append(expected)
     told = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
+    # A defended rollout's tool messages are the tool text as its defence rewrote it (suite.defenses).
+    defense = get_defense(rollout.defense, rollout.seed)
+    if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
+        mm.update(defended_messages(rollout.messages, defense))
     for m in rollout.messages:
         for tc in m.tool_calls if m.role == "assistant" else []:
             try:
@@ -423,8 +429,9 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
             if not isinstance(args, dict):
                 continue
             text, _ = tools.call_tool(env, tc.name, args, "agent")
-            if tc.id in told and told[tc.id] != text:
-                mm[f"tool_result[{tc.id}]"] = (told[tc.id], text)
+            seen = defense.tool_output(text) if defense is not None else text
+            if tc.id in told and told[tc.id] != seen:
+                mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
     if rollout.terminal_state != json.loads(json.dumps(env.state())):
         mm["terminal_state"] = ("recorded", "re-made differs")
     if expected is not None and _watcher_seqs(env.observer_log) != (expected.fire, expected.restore):

@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from evoaudit.records import Call, Instance, Rollout
+from evoaudit.records import Call, Instance, Rollout, recordable
 from evoaudit.replay import predicates
+from evoaudit.replay.defended import defended_messages
 from evoaudit.replay.suites import replay_for
+from evoaudit.suite.defenses import get_defense, tool_filter_exchange
 from evoaudit.suite.environments import get_environment
 
 
@@ -149,25 +152,14 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     pre_env = suite.copy_environment(env)
 
     # Rebuild the executed calls from the assistant messages, not from the evaluator's call list.
-    requested = [tc for m in rollout.messages if m.role == "assistant" for tc in m.tool_calls]
-    tool_msgs = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
-    compare("tool_call_count", rollout.outcome.tool_calls, len(requested))
-    texts = []
-    executed = []
-    for tc in requested:
-        try:
-            args = json.loads(tc.arguments) if tc.arguments.strip() else {}
-        except json.JSONDecodeError:
-            args = None
-        if isinstance(args, dict):
-            text, _ = suite.run_call(env, Call(function=tc.name, args=args))
-        else:
-            args = None  # not a JSON object: the runtime never ran it; the model was told why
-            text = tool_msgs.get(tc.id, "")
-        if tool_msgs.get(tc.id) != text:
-            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), text)
-        texts.append(text)
-        executed.append((tc.id, tc.name, args, text))
+    exchange = None
+    if rollout.agent_profile is None:
+        requested, executed, texts, exchange = _replay_default(rollout, suite, env, compare)
+    else:
+        # A runner profile runs no defence (the configuration refuses the pair), so a record claiming both
+        # is not one the audit wrote.
+        compare("defense", None, rollout.defense)
+        requested, executed, texts = _replay_runner(rollout, suite, env, compare)
     # The evaluator's own call list must say the same as the conversation it recorded.
     recorded_calls = [(c.call_id, c.function, c.args, c.error or c.result) for c in rollout.calls]
     compare("calls.count", len(recorded_calls), len(executed))
@@ -178,10 +170,19 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
 
     terminal = suite.state(env)
     compare("terminal_state", rollout.terminal_state, terminal)
-    final = next(
-        (m.content or "" for m in reversed(rollout.messages) if m.role == "assistant" and not m.tool_calls),
-        "",
-    )
+    if rollout.agent_profile is None:
+        # The default loop ends on a turn without calls, at the step limit or on a failure; a tool filter's
+        # answer is not the episode's.
+        answers = [m for i, m in enumerate(rollout.messages) if exchange is None or i != exchange[1]]
+        final = next(
+            (m.content or "" for m in reversed(answers) if m.role == "assistant" and not m.tool_calls), ""
+        )
+    else:
+        # A runner profile ends on its last turn, calls or not (``_replay_runner`` checks that any calls
+        # left unanswered there are the turn limit's): the final output is that message's content; an
+        # episode that ended on a tool result (an infrastructure failure) has none.
+        last = rollout.messages[-1] if rollout.messages else None
+        final = (last.content or "") if last is not None and last.role == "assistant" else ""
     compare("final_output", rollout.final_output, final)
 
     o = rollout.outcome
@@ -208,6 +209,110 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
     disclosed = None if goal is None else predicates.disclosed(goal, pre_dict, terminal)
     compare("disclosure", o.disclosure, disclosed)
     return out
+
+
+Compare = Callable[[str, Any, Any], None]
+
+
+def _replay_default(
+    rollout: Rollout, suite: Any, env: Any, compare: Compare
+) -> tuple[list, list, list, tuple[set[str], int] | None]:
+    """The default loop's rollout: every call the assistant messages request was executed and answered
+    (a tool filter's dropped tools excepted); with the tool filter's exchange when it ran one."""
+    requested = [tc for m in rollout.messages if m.role == "assistant" for tc in m.tool_calls]
+    tool_msgs = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
+    compare("tool_call_count", rollout.outcome.tool_calls, len(requested))
+    texts = []
+    executed = []
+    # A defended rollout's tool messages are the runtime's text as its defence rewrote it (the same seed,
+    # the same marker); the recorded calls keep the runtime's own text.
+    defense = get_defense(rollout.defense, rollout.seed)
+    raw = {c.call_id: c.error or c.result for c in rollout.calls}
+    # A tool filter's exchange, rebuilt from the conversation: a call to a tool it dropped was never run.
+    exchange = None
+    if defense is not None and defense.filters_tools:
+        exchange = tool_filter_exchange(rollout.messages, {tc.name for tc in requested})
+        compare("tool_filter_exchange", True, exchange is not None)
+    if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
+        for name, (recorded, expected) in defended_messages(rollout.messages, defense).items():
+            compare(name, recorded, expected)
+    for tc in requested:
+        try:
+            args = json.loads(tc.arguments) if tc.arguments.strip() else {}
+        except json.JSONDecodeError:
+            args = None
+        if exchange is not None and tc.name not in exchange[0]:
+            args = args if isinstance(args, dict) else None
+            text = seen = defense.filtered_out(tc.name)  # type: ignore[union-attr]
+        elif isinstance(args, dict):
+            text, _ = suite.run_call(env, Call(function=tc.name, args=args))
+            seen = defense.tool_output(text) if defense is not None else text
+        else:
+            args = None  # not a JSON object: the runtime never ran it; the model was told why
+            seen = tool_msgs.get(tc.id, "")
+            text = seen if defense is None else raw.get(tc.id, "")
+        if tool_msgs.get(tc.id) != seen:
+            compare(f"tool_result[{tc.id}]", tool_msgs.get(tc.id), seen)
+        texts.append(seen)
+        executed.append((tc.id, tc.name, args, text))
+    return requested, executed, texts, exchange
+
+
+def _replay_runner(rollout: Rollout, suite: Any, env: Any, compare: Compare) -> tuple[list, list, list]:
+    """A runner profile's rollout (``agent.profile``), read run by run (each opens with the system
+    message): an assistant turn's calls are answered by the tool messages that follow it, in order; only
+    the last turn of a run that reached the turn limit (``max_steps`` turns) leaves its calls unanswered,
+    and those were never executed. Every earlier run ended without content (the runner re-runs only then),
+    and there are at most the profile's ``attempts`` runs. Each answered call is executed again as the
+    runner's executor does (``AgentProfile.run_call``) on the replay environment."""
+    profile = suite.agent_profile(rollout.agent_profile)
+    msgs = rollout.messages
+    runs: list[list[int]] = []
+    for i, m in enumerate(msgs):
+        if m.role == "system" or not runs:
+            runs.append([])
+        runs[-1].append(i)
+    if len(runs) > profile.attempts:
+        compare("runs", f"at most {profile.attempts}", len(runs))
+    pairs: list[tuple[Any, Any]] = []  # (call, its tool message)
+    unanswered: list[Any] = []
+    for r, run in enumerate(runs):
+        turns = [i for i in run if msgs[i].role == "assistant"]
+        last = run[-1]
+        if r < len(runs) - 1 and (msgs[last].role != "assistant" or msgs[last].content is not None):
+            compare(f"run[{r}].end", "a final message without content", msgs[last].model_dump())
+        answered: set[int] = set()
+        for i in turns:
+            m = msgs[i]
+            following = [j for j in range(i + 1, i + 1 + len(m.tool_calls)) if j in run]
+            replies = [j for j in following if msgs[j].role == "tool"]
+            if len(replies) == len(m.tool_calls) == len(following):
+                for tc, j in zip(m.tool_calls, replies, strict=True):
+                    pairs.append((tc, msgs[j]))
+                    answered.add(j)
+                    if msgs[j].tool_call_id != tc.id:
+                        compare(f"tool_call_id[{tc.id}]", tc.id, msgs[j].tool_call_id)
+                continue
+            at_limit = i == last and len(turns) == rollout.max_steps and not replies
+            if not at_limit:
+                compare(f"unanswered_calls[{i}]", [], [tc.name for tc in m.tool_calls])
+            unanswered.extend(m.tool_calls)
+        stray = [j for j in run if msgs[j].role == "tool" and j not in answered]
+        if stray:
+            compare(f"run[{r}].tool_messages_without_a_call", [], stray)
+    compare("tool_call_count", rollout.outcome.tool_calls, len(pairs))
+    texts = []
+    executed = []
+    for tc, reply in pairs:
+        done = profile.run_call(
+            tc.name, tc.arguments, lambda n, a: suite.run_call(env, Call(function=n, args=a))
+        )
+        args = None if done.args is None else recordable(done.args)
+        if (reply.content or "") != done.text:
+            compare(f"tool_result[{tc.id}]", reply.content, done.text)
+        texts.append(done.text)
+        executed.append((tc.id, tc.name, args, done.text))
+    return [tc for tc, _ in pairs], executed, texts
 
 
 _FIELD = re.compile(r"\[.*\]$")

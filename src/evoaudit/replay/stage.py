@@ -14,6 +14,7 @@ from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Instance, Rollout
+from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.recompute import field_family
 from evoaudit.replay.suites import replay_for
 from evoaudit.seal.freeze import read_manifest
@@ -29,6 +30,13 @@ VERIFY_REPORT_NAME = "verify.json"
 
 class ReplayMismatch(AuditError):
     pass
+
+
+class _FromPath:
+    """``replay_shard``'s default defence: the one the shard's path names."""
+
+
+FROM_PATH = _FromPath()
 
 
 def load_instances(
@@ -60,10 +68,17 @@ def replay_shard(
     event: Path | None = None,
     results_dir: Path | None = None,
     instances: dict[str, Instance] | None = None,
+    defense: str | None | _FromPath = FROM_PATH,
 ) -> dict[str, Any]:
     """Replay one shard. ``table`` is the endpoint file; with ``spec``, ``manifest`` and ``event`` it is
     opened through the seal (hash committed in the spec, verified manifest, unseal event). ``instances``:
-    the table already opened that way (``load_instances``), for a job that replays several shards."""
+    the table already opened that way (``load_instances``), for a job that replays several shards.
+
+    ``defense``: the defence the shard holds (its rule's; None for an undefended shard), by default the
+    one its path names (``replay.defended.shard_defense``). A rollout whose own ``defense`` field says
+    otherwise is a ``defense`` mismatch: replay re-applies the rollout's defence, so without this check a
+    defended rollout put into an undefended shard would replay cleanly and count as undefended."""
+    expected = shard_defense(rollouts_path) if isinstance(defense, _FromPath) else defense
     if instances is None:
         instances = load_instances(table, spec=spec, manifest=manifest, event=event, results_dir=results_dir)
     rollouts = read_records(rollouts_path, Rollout)
@@ -77,7 +92,10 @@ def replay_shard(
             )
         instance = instances[r.instance_id]
         res = replay_for(instance.suite)(r, instance)
-        for name, (recorded, recomputed) in res.mismatches.items():
+        mismatches = dict(res.mismatches)
+        if r.defense != expected:
+            mismatches["defense"] = (r.defense, expected)
+        for name, (recorded, recomputed) in mismatches.items():
             by_field[field_family(name)] += 1
             details.append(
                 {
@@ -117,7 +135,7 @@ def replay_stage(
     **seal: Any,
 ) -> dict[str, Any]:
     """The replay job: provenance, then ``replay_shard`` (``seal``: spec, manifest, event, results_dir, or
-    the already opened ``instances``)."""
+    the already opened ``instances``; ``defense``: the shard's defence, else the one its path names)."""
     write_provenance(out, cfg, "replay", on_mismatch=on_mismatch)
     report = replay_shard(rollouts_path, table, out, on_mismatch, **seal)
     log.info("replayed %d rollouts, %d mismatched", report["replayed"], report["mismatched_rollouts"])
@@ -129,16 +147,23 @@ def replay_shards(
     shards: list[tuple[Path, Path]],
     table: Path,
     on_mismatch: OnMismatch = "fail",
+    defenses: list[str | None] | None = None,
     **seal: Path | None,
 ) -> list[dict[str, Any]]:
     """Replay several shards in one job, each (rollouts, report) pair as ``replay_stage`` would. Every shard
     is replayed and its report written before a mismatch fails the job, so one failure names them all.
-    The table is opened (and its seal checked) once for all of them."""
+    The table is opened (and its seal checked) once for all of them. ``defenses``: each shard's defence,
+    in order (the rule's); without it, the one each shard's path names."""
+    if defenses is not None and len(defenses) != len(shards):
+        raise ValueError(f"{len(defenses)} defences for {len(shards)} shards")
     instances = load_instances(table, **seal)
     reports, failed = [], []
-    for rollouts_path, out in shards:
+    for k, (rollouts_path, out) in enumerate(shards):
+        which: dict[str, Any] = {} if defenses is None else {"defense": defenses[k]}
         try:
-            reports.append(replay_stage(cfg, rollouts_path, table, out, on_mismatch, instances=instances))
+            reports.append(
+                replay_stage(cfg, rollouts_path, table, out, on_mismatch, instances=instances, **which)
+            )
         except ReplayMismatch as exc:
             failed.append(str(exc))
     if failed:

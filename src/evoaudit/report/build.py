@@ -14,9 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
 from evoaudit.jsonl import iter_records
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
+from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report import exclusions, trace
 from evoaudit.report import figures as figs
@@ -24,7 +26,7 @@ from evoaudit.report import qualitative as qual
 from evoaudit.report import tables as t
 from evoaudit.report import transfer as tr
 from evoaudit.report.files import write_table
-from evoaudit.report.names import ROLLOUT_TABLE, TABLES
+from evoaudit.report.names import DEFENSE_TABLE, EXTENSION_TABLES, ROLLOUT_TABLE, TABLES
 from evoaudit.report.pages import (
     INDEX_PAGE,
     collapse,
@@ -64,16 +66,20 @@ def _write_table(
 ) -> None:
     tables, pages = out_dir / "tables", out_dir / "html"
     write_table(frame, tables / f"{name}.csv", banner, float_format="%.6f")
-    title, what = TABLES[name]
+    title, what = TABLES[name] if name in TABLES else EXTENSION_TABLES[name]
     body = table_html(frame)
     body += f"<p><em>{html.escape(note)}</em></p>" if note else ""
     body += f"<p><small>{html.escape(footer)}</small></p>" if footer else ""
     (pages / f"{name}.html").write_text(html_page(title, what, body, banner))
 
 
-def _write_index(out_dir: Path, figures: list[str], banner: str | None) -> None:
-    """html/index.html: a link to every table page, the traces page and every figure."""
+def _write_index(
+    out_dir: Path, figures: list[str], banner: str | None, extensions: tuple[str, ...] = ()
+) -> None:
+    """html/index.html: a link to every table page (and each extension's that ran), the traces page and
+    every figure."""
     items = [(f"{n}.html", TABLES[n][0]) for n in TABLES] + [(f"{TRACES_PAGE}.html", "Qualitative traces")]
+    items += [(f"{n}.html", EXTENSION_TABLES[n][0]) for n in extensions]
     body = f"<h3>Tables</h3>{link_list(items)}"
     body += f"<h3>Figures</h3>{link_list([(f'../figures/{f}.png', f) for f in figures])}" if figures else ""
     body += "<p>The same content as text: <a href='../report.md'>report.md</a>.</p>"
@@ -116,7 +122,10 @@ def build_report(
     spec: Path | None = None,
     meta_paths: list[Path] | None = None,
     transfer_paths: list[Path] | None = None,
+    defense_paths: list[Path] | None = None,
 ) -> dict[str, pd.DataFrame]:
+    """``defense_paths``: the defended shards (config key defenses); with defences configured the report
+    gains the defence table, a named extension beside the paper's tables."""
     for sub in ("tables", "html", "figures"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     rollouts = load_rollouts(rollout_paths)
@@ -201,6 +210,10 @@ def build_report(
     for name, frame in tables.items():
         footer = uncertainty + (" " + TESTS_NOTE if name in ("main", "sensitivity") else "")
         _write_table(frame, name, out_dir, notes.get(name, ""), footer, banner)
+    extensions: dict[str, pd.DataFrame] = {}
+    if cfg.defenses:
+        frame = extensions[DEFENSE_TABLE] = _defense_table(cfg, data, defense_paths or [], notes)
+        _write_table(frame, DEFENSE_TABLE, out_dir, notes[DEFENSE_TABLE], uncertainty, banner)
     # One row per evaluation rollout (the primary executor's), the notice in the parquet metadata.
     notice = records_sim_notice([r.executor for r in rollouts], banner)
     write_rollout_table(rollouts, out_dir / "tables" / f"{ROLLOUT_TABLE}.parquet", cfg.suite.name, notice)
@@ -231,16 +244,61 @@ def build_report(
             banner,
         )
     )
-    _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner)
+    _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner, tuple(extensions))
 
     if cfg.report.figures:
         figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures", banner)
 
     # The caller may have split off the determinism check already (it then travels in the provenance).
     checks = provenance.get("checks") or audit_checks(replay_paths)[1]
-    _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out_dir)
+    _write_markdown(cfg, data, {**tables, **extensions}, notes, traces_md, checks, provenance, out_dir)
     write_provenance([out_dir / "report.md", out_dir / "tables" / "main.csv"], cfg, "report", provenance)
     return tables
+
+
+def defended_by_path(paths: list[Path], defenses) -> dict[str, list[Rollout]]:
+    """The defended rollouts of each of ``defenses``, grouped by the defence each shard's path names
+    (``results/defense/<d>/...``, ``replay.defended.shard_defense``), never by a record's own claim: a
+    shard outside a configured defence's directory, or a record whose ``defense`` field disagrees with its
+    shard's, is an AuditError naming the file."""
+    out: dict[str, list[Rollout]] = {d: [] for d in defenses}
+    for p in paths:
+        d = shard_defense(p)
+        if d not in out:
+            raise AuditError(
+                f"{p}: not under a configured defence's directory (results/defense/<d>/, {defenses})"
+            )
+        for r in iter_records(p, Rollout):
+            if r.defense != d:
+                raise AuditError(
+                    f"{p}: rollout {r.rollout_id} says defense {r.defense!r} but its shard is {d!r}'s"
+                )
+            out[d].append(r)
+    return {d: sorted(rs, key=lambda r: r.rollout_id) for d, rs in out.items()}
+
+
+def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str, str]) -> pd.DataFrame:
+    """The defence table (report.tables.defense_table) from the defended shards, and its caption."""
+    by_defense = defended_by_path(paths, cfg.defenses)
+    frame = t.defense_table(data, {d: t.Data.build(cfg, rs) for d, rs in by_defense.items()})
+    absent = [d for d, rs in by_defense.items() if not rs]
+    note = (
+        "A named extension (config key defenses), not part of the paper's protocol. Each defence reran every "
+        "condition and arm with the undefended run's seeds; spotlighting_with_delimiting, repeat_user_prompt "
+        "and tool_filter are AgentDojo's own, data_marking evoaudit's."
+    )
+    if sim_notice(cfg):
+        note += (
+            " On the simulator this is a mechanism check (does what a defence writes reach the model, and "
+            "does the pipeline carry its effect to the table?): the simulator reacts to a defence's system "
+            "text only through its cues (sim.cues), and answers the tool filter's question from its granted "
+            "plan (oracle knowledge of the task's tools, so tool_filter holds by construction); no number "
+            "here measures a defence against a model."
+        )
+    if absent:
+        note += f" Not available in this run: no rollouts for {absent}."
+    notes[DEFENSE_TABLE] = note
+    return frame
 
 
 def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out_dir) -> None:
@@ -285,7 +343,7 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
             "",
         ]
     for name, frame in tables.items():
-        title, what = TABLES[name]
+        title, what = TABLES[name] if name in TABLES else EXTENSION_TABLES[name]
         md += [f"## {title}", "", what, ""]
         if name in notes:
             md += [notes[name], ""]

@@ -176,6 +176,20 @@ def net_transitions(condition: list[Rollout], baseline: list[Rollout]) -> Ratio:
     return transitions(condition, baseline).net
 
 
+def same_seeds(a: list[Rollout], b: list[Rollout], what: str) -> None:
+    """Raise an AuditError when an episode of ``a`` and its twin in ``b`` (same ``pair_key``) ran with
+    different seeds: a pairing that claims the same episode under another treatment (the defence axis:
+    the undefended run's seeds) must hold the seed fixed too, which ``pair_key`` does not look at."""
+    twins = {pair_key(r): r for r in b}
+    for r in a:
+        t = twins.get(pair_key(r))
+        if t is not None and t.seed != r.seed:
+            raise AuditError(
+                f"{what}: {r.rollout_id} ran with seed {r.seed}, its twin {t.rollout_id} with seed {t.seed}; "
+                "a matched pair must share its seed - rerun the defended shard from the undefended run's plan"
+            )
+
+
 def matched(condition: list[Rollout], baseline: list[Rollout]) -> tuple[list[Rollout], list[Rollout]]:
     """Both sets restricted to the episodes the other also ran (e.g. a placebo's goal subset)."""
     keys = {pair_key(r) for r in condition} & {pair_key(r) for r in baseline}

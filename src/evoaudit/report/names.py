@@ -68,3 +68,20 @@ TABLES: dict[str, tuple[str, str]] = {
     ),
     "diagnostics": ("Evolution diagnostics", "Scalar diagnostics from each artifact's meta.json."),
 }
+
+
+# Tables of named extensions, written only when the extension runs (never part of the paper's report,
+# whose outputs TABLES fixes): the defence axis (config key defenses).
+DEFENSE_TABLE = "defense"
+EXTENSION_TABLES: dict[str, tuple[str, str]] = {
+    DEFENSE_TABLE: (
+        "Defences",
+        "Per (defence, condition): benign utility, utility under attack, exposure, conditional ASR, ASR and "
+        "unauthorised state change, as in the main table; defence 'none' is the undefended run. "
+        "d_* = defended − undefended on the same condition's matched episodes (same lineage, family, "
+        "variant, goal and seed); dd_* = that Δ minus the same defence's Δ on the baseline condition, "
+        "i.e. whether a defence that holds for the static agent still holds for an evolved one. "
+        "Denominators: n_benign benign episodes (utility), n_attacked attacked episodes (utility under "
+        "attack, exposure, ASR, unauth), n_exposed exposed ones (conditional ASR).",
+    ),
+}

@@ -23,14 +23,21 @@ APEX_ABLATION_PAGE = "apex/report/ablations/{name}.html"
 #: The back link of an ablation page (``APEX_ABLATION_PAGE``): the APEX-Harm report's index, which the
 #: ablation's own target (``snakemake apex``) builds too; the run's index lists the ablation pages.
 INDEX_FROM_ABLATION = "../html/index.html"
+#: APEX-Harm's defence table (the defence axis, config key ``defenses``), beside the ablation pages' folder
+#: so that the same back link applies.
+APEX_DEFENSE_PAGE = "apex/report/defenses/defense.html"
 
 
-def report_paths(apex: bool, ablations: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+def report_paths(
+    apex: bool, ablations: tuple[str, ...] = (), defenses: bool = False
+) -> list[tuple[str, str]]:
     """(path relative to the results directory, what it is) of every report a configuration builds."""
     out = [(AUDIT_INDEX, "Audit report (HTML)"), (AUDIT_MARKDOWN, "Audit report as text (report.md)")]
     if apex:
         out.append((APEX_INDEX, "APEX-Harm report (HTML)"))
         out += [(APEX_ABLATION_PAGE.format(name=n), f"APEX-Harm ablation {n}") for n in ablations]
+        if defenses:
+            out.append((APEX_DEFENSE_PAGE, "APEX-Harm defences (named extension)"))
     return out
 
 
@@ -49,11 +56,12 @@ def write_run_index(
     apex: bool,
     ablations: tuple[str, ...],
     notices: list[str],
+    defenses: bool = False,
 ) -> None:
     """Write ``out`` (``<results>/index.html``): every report of the run, each simulator notice on top."""
     from evoaudit.report.pages import html_page, link_list
 
-    body = "<h3>Reports</h3>" + link_list(report_paths(apex, ablations))
+    body = "<h3>Reports</h3>" + link_list(report_paths(apex, ablations, defenses))
     snakemake_report = html.escape(f"snakemake --report {shlex.quote(f'{results}/report/report.html')}")
     body += (
         "<p>Snakemake's own report of the run (every table page and figure with its caption, and the job "

@@ -25,6 +25,7 @@ def report_stage(
     audit_summary: Path | None = None,
     manifest: Path | None = None,
     spec: Path | None = None,
+    defended: list[Path] | None = None,
 ) -> None:
     """Tables, figures, HTML and report.md, with the seal's roots and the re-execution checks' totals."""
     extra = {}
@@ -46,6 +47,7 @@ def report_stage(
         spec=spec,
         meta_paths=metas or [],
         transfer_paths=transfer or [],
+        defense_paths=defended or [],
     )
 
 

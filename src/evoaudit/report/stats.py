@@ -98,6 +98,18 @@ class FamilyBootstrap:
         """Interval of metric(a) − metric(b), both computed on the same resampled families."""
         return self._interval(self._replicates(a, metric) - self._replicates(b, metric))
 
+    def delta_of_deltas_interval(
+        self,
+        a: tuple[list[Rollout], list[Rollout]],
+        b: tuple[list[Rollout], list[Rollout]],
+        metric: Callable[[list[Rollout]], Ratio],
+    ) -> tuple[float, float]:
+        """Interval of (metric(a[0]) − metric(a[1])) − (metric(b[0]) − metric(b[1])), all four on the same
+        resampled families (e.g. a defence's effect on an evolved condition minus its effect on the
+        baseline)."""
+        da = self._replicates(a[0], metric) - self._replicates(a[1], metric)
+        return self._interval(da - (self._replicates(b[0], metric) - self._replicates(b[1], metric)))
+
     def paired_interval(
         self, a: list[Rollout], b: list[Rollout], paired: Callable[[list[Rollout], list[Rollout]], Ratio]
     ) -> tuple[float, float]:

@@ -90,9 +90,12 @@ def _put(row: dict, name: str, boot: FamilyBootstrap, rs: list[Rollout], metric:
     row[f"{name}_lo"], row[f"{name}_hi"] = boot.interval(rs, metric)
 
 
-def _put_delta(
+def put_delta(
     row: dict, name: str, boot: FamilyBootstrap, a: list[Rollout], b: list[Rollout], metric: Metric
 ) -> None:
+    """``d_<name>`` = metric(a) − metric(b) on the episodes both ran (``metrics.matched``) and its
+    bootstrap interval into ``row``; NaN when they share none. The defence tables (this module's and
+    APEX-Harm's, ``report.apex.defense``) use it too."""
     a, b = m.matched(a, b)
     if not a:
         row[f"d_{name}"] = row[f"d_{name}_lo"] = row[f"d_{name}_hi"] = math.nan
@@ -131,7 +134,7 @@ def main_table(d: Data) -> pd.DataFrame:
             bb, ba = d.get(base, "benign"), d.get(base, "attacked")
             for name, arm, metric in HEADLINE:
                 mine, theirs = (benign, bb) if arm == "benign" else (attacked, ba)
-                _put_delta(row, name, d.boot, mine, theirs, metric)
+                put_delta(row, name, d.boot, mine, theirs, metric)
             t = m.transitions(benign, bb)
             row.update(w_to_c=t.w_to_c, c_to_w=t.c_to_w, n_pairs=t.n_pairs, net=t.net.value)
             row["net_lo"], row["net_hi"] = d.boot.paired_interval(benign, bb, m.net_transitions)
@@ -188,6 +191,55 @@ def _ordered(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
+DEFENSE_COLUMNS = [
+    "defense",
+    "condition",
+    "n_benign",
+    *_with_ci("utility", "d_utility", "dd_utility", "utility_under_attack", "d_utility_under_attack"),
+    "n_attacked",
+    "n_exposed",
+    *_with_ci("exposure", "d_exposure", "casr", "d_casr", "asr", "d_asr", "dd_asr", "unauth", "d_unauth"),
+    "dd_unauth",
+    "dd_unauth_lo",
+    "dd_unauth_hi",
+    "n_excluded",
+]
+# The headline effects whose defence Δ is also compared with the baseline condition's (dd_*).
+_DD = ("utility", "asr", "unauth")
+
+
+def defense_table(plain: Data, defended: dict[str, Data]) -> pd.DataFrame:
+    """One row per (defence, condition), the undefended run first as defence ``none``: the main table's
+    levels, the defence's Δ against the undefended run on matched episodes and, against the baseline
+    condition, the difference of the two Δs. Every interval resamples the undefended run's families."""
+    boot, base = plain.boot, plain.baseline
+    rows = []
+    for name, d in [("none", plain), *defended.items()]:
+        for cond in plain.conditions:
+            benign, attacked = d.get(cond, "benign"), d.get(cond, "attacked")
+            row: dict = {"defense": name, "condition": cond}
+            row.update(n_benign=len(benign), n_attacked=len(attacked))
+            row["n_exposed"] = len([r for r in attacked if r.outcome.exposed])
+            row["n_excluded"] = d.excluded.get(cond, 0)
+            for col, arm, metric in HEADLINE:
+                _put(row, col, boot, benign if arm == "benign" else attacked, metric)
+                if d is plain:
+                    continue
+                mine, theirs = d.get(cond, arm), plain.get(cond, arm)
+                m.same_seeds(mine, theirs, f"defence table, {name} on {cond} ({arm})")
+                put_delta(row, col, boot, mine, theirs, metric)
+                if col in _DD and base is not None and cond != base:
+                    a = m.matched(mine, theirs)
+                    b = m.matched(d.get(base, arm), plain.get(base, arm))
+                    if a[0] and b[0]:
+                        row[f"dd_{col}"] = (metric(a[0]).value - metric(a[1]).value) - (
+                            metric(b[0]).value - metric(b[1]).value
+                        )
+                        row[f"dd_{col}_lo"], row[f"dd_{col}_hi"] = boot.delta_of_deltas_interval(a, b, metric)
+            rows.append(row)
+    return _ordered(pd.DataFrame(rows), DEFENSE_COLUMNS)
+
+
 def per_goal_table(d: Data) -> pd.DataFrame:
     rows = []
     base = d.baseline
@@ -205,7 +257,7 @@ def per_goal_table(d: Data) -> pd.DataFrame:
             for name, metric in (("exposure", m.exposure), ("casr", m.conditional_asr), ("asr", m.asr)):
                 _put(row, name, d.boot, rs, metric)
                 if base is not None and cond != base:
-                    _put_delta(row, name, d.boot, rs, base_by_goal[goal], metric)
+                    put_delta(row, name, d.boot, rs, base_by_goal[goal], metric)
             rows.append(row)
     cols = ["condition", "goal", "n_attacked", *_with_ci("exposure", "d_exposure", "casr", "d_casr")]
     return _ordered(pd.DataFrame(rows), cols + _with_ci("asr", "d_asr"))
@@ -346,7 +398,7 @@ def placebo_table(d: Data, length_ratios: dict[str, dict[str, float]]) -> pd.Dat
                 row[f"n_{arm}"] = len(a)
                 row[f"{name}_condition"] = metric(a).value
                 row[f"{name}_placebo"] = metric(b).value
-                _put_delta(row, name, d.boot, a, b, metric)
+                put_delta(row, name, d.boot, a, b, metric)
             vals = [ratios[k] for k in sorted(ratios)]
             row["length_ratio_mean"] = sum(vals) / len(vals) if vals else math.nan
             row["length_ratio_by_lineage"] = ";".join(f"{k}:{ratios[k]:.3f}" for k in sorted(ratios))

@@ -100,7 +100,8 @@ def render(r: Rollout, max_chars: int = 700, markdown: bool = False, suite: str 
         f"rollout {r.rollout_id}",
         f"condition {r.condition} · arm {r.arm} · instance {r.instance_id} ({r.split})"
         f" · goal {r.goal or '-'}",
-        f"executor {r.executor.get('backend', '?')}/{r.executor.get('model', '?')} · seed {r.seed}",
+        f"executor {r.executor.get('backend', '?')}/{r.executor.get('model', '?')} · seed {r.seed}"
+        + (f" · defense {r.defense}" if r.defense else ""),  # an undefended trace reads as before
         f"outcome: utility={o.utility} attack_success={o.attack_success} exposed={o.exposed} "
         f"tool_calls={o.tool_calls} read_calls={o.read_calls} textual_action={o.textual_action} "
         f"infra_failure={o.infra_failure or 'none'}",

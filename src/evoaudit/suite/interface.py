@@ -10,7 +10,8 @@ an id the suite resolves: an injection goal for Banking, a frozen attack instanc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -102,6 +103,11 @@ class SuiteEnvironment(Protocol):
         """An independent deep copy (the pre-state kept beside an episode)."""
         ...
 
+    def agent_profile(self, name: str) -> AgentProfile | None:
+        """The runner profile ``agent.profile`` names (``AgentProfile``): None for ``default`` (evoaudit's
+        own loop); ValueError for a name the suite has no runner for."""
+        ...
+
 
 @runtime_checkable
 class SimOracle(Protocol):
@@ -131,6 +137,8 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # suite's tools towards the instance's plan, AgentDojo's suites) or "workspace" (an analyst in an
     # APEX-Harm workspace reading, running programs and writing files).
     simulator: str
+    # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.
+    unsupported_defenses: dict[str, str]
 
     def families(self, cfg: Any = None) -> list[str]:
         """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps
@@ -213,3 +221,57 @@ class AuditSuite(SuiteEnvironment, Protocol):
         ...
 
     def disclosure(self, attack: str, pre: Any, post: Any) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RunnerCall:
+    """One tool call as a runner's executor handled it: the arguments as executed (None: they did not
+    parse, nothing ran), the text the model sees, and the error when the call failed or was refused."""
+
+    args: dict[str, Any] | None
+    text: str
+    error: str | None
+
+
+@runtime_checkable
+class AgentProfile(Protocol):
+    """How a benchmark's own runner talks to the model (``agent.profile``), for parity with that runner.
+
+    A suite offers its runners as ``agent_profile(name)`` (``SuiteEnvironment``; ``None`` for
+    ``default``). The agent loop then sends the runner's system message, tool schemas, message shapes and
+    request body, executes calls as the runner does, and re-runs an episode whose final message has no
+    content as often as the runner does; replay executes the recorded calls the same way."""
+
+    system_message: str
+    # Runs of the whole episode while its final message has no content (AgentDojo: 3, on the same env).
+    attempts: int
+
+    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
+        """The tools as the runner's client sends them."""
+        ...
+
+    def request_body(
+        self,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        temperature: float,
+    ) -> dict[str, Any]:
+        """The chat-completions body the runner's client sends for these wire messages and tools."""
+        ...
+
+    def run_call(
+        self, name: str, arguments: str, call: Callable[[str, dict[str, Any]], tuple[str, str | None]]
+    ) -> RunnerCall:
+        """Call ``name`` with the model's ``arguments`` (JSON text) as the runner's executor does: its
+        refusals and argument conversions, the call itself made through ``call`` (``ToolSession.call`` or
+        replay's ``run_call``), which returns the text and the error."""
+        ...
+
+    def wire_message(
+        self, message: Message, *, call_args: Sequence[dict[str, Any] | None] = (), error: bool = False
+    ) -> dict[str, Any]:
+        """``message`` as the runner's client puts it in a request body. ``call_args``: an assistant
+        turn's call arguments as executed (None where they did not parse); ``error``: a tool message
+        whose content is the call's error."""
+        ...

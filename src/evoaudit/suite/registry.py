@@ -57,11 +57,23 @@ def check_selection(cfg: Any, source: str) -> None:
     on. Called where a configuration enters a run (the workflow's start, the ``evoaudit`` commands); the
     config module itself loads no suite, so replay's jobs stay clear of the suites' metric code."""
     try:
+        refused = get_suite(cfg.suite.name).unsupported_defenses
+        for name in cfg.defenses:
+            if name in refused:
+                raise ValueError(
+                    f"defenses: {name!r} does not run on suite {cfg.suite.name!r}: {refused[name]}; remove it"
+                )
         get_suite(cfg.suite.name).check_selection(cfg)
         if cfg.apex.tasks is not None:  # the APEX-Harm half of any run (apex.enabled) takes its tasks here
             get_suite("apex").families(cfg)  # raises naming apex.tasks and the valid ids
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def suite_defenses(name: str, defenses: list[str] | tuple[str, ...]) -> list[str]:
+    """Those of ``defenses`` suite ``name`` runs, in order (APEX-Harm's own rules run only these)."""
+    refused = get_suite(name).unsupported_defenses
+    return [d for d in defenses if d not in refused]
 
 
 def get_suite(name: str) -> AuditSuite:

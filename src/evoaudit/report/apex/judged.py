@@ -12,8 +12,10 @@ pending request recorded) is counted as such, never folded into a share.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -108,3 +110,32 @@ def decided_by_table(rollouts: Iterable[Rollout], mismatches: dict[str, tuple] |
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def judged_rollouts(
+    shards: Iterable[str | Path], judge_files: Iterable[str | Path], policy: str, what: str
+) -> list[Rollout]:
+    """One run's rollouts with the judge stage's final decisions applied (checked against the rollouts
+    first, without asking again) and the failure ``policy`` applied: how the ablation and the defence
+    tables take each run they compare (``what`` names it in the error)."""
+    from evoaudit.evaluate.apex_judge import read_judged
+    from evoaudit.jsonl import read_records
+    from evoaudit.replay.apex import check_judged
+    from evoaudit.report.apex import scores as sc
+
+    rollouts = [r for p in shards for r in read_records(Path(p), Rollout)]
+    judged = read_judged(Path(p) for p in judge_files)
+    mismatches = check_judged(rollouts, judged)
+    if mismatches:
+        raise ValueError(
+            f"{what}: {len(mismatches)} judge decisions do not match the rollouts, e.g. "
+            f"{next(iter(mismatches))}; rerun its apex_judge rule"
+        )
+    return sc.scored(apply_judged(rollouts, judged), policy)
+
+
+def replay_totals(reports: Iterable[str | Path]) -> dict[str, int]:
+    """Rollouts replayed and mismatched over replay reports (``replay.stage``'s JSON)."""
+    reps = [json.loads(Path(p).read_text()) for p in reports]
+    mismatched = [m if isinstance(m, int) else len(m) for m in (r["mismatched_rollouts"] for r in reps)]
+    return {"replayed": sum(r["replayed"] for r in reps), "mismatched_rollouts": sum(mismatched)}

@@ -114,6 +114,12 @@ class ApexSuite(ApexEnvironments):
     # Method prompts write "a {assistant_role}".
     assistant_role = "professional-services analyst working in a shared firm workspace"
     simulator = "workspace"
+    unsupported_defenses = {
+        "tool_filter": (
+            "the workspace simulator does not answer the tool filter's question, and a workspace task's "
+            "tools are not known before it explores"
+        )
+    }
 
     def families(self, cfg: Any = None) -> list[str]:
         return list(selected_task_ids(cfg))

@@ -151,6 +151,12 @@ class ApexEnvironments:
     def copy_environment(self, env: Workspace) -> Workspace:
         return env.copy()
 
+    def agent_profile(self, name: str) -> None:
+        """``agent.profile``: APEX-Harm has no runner of its own, only evoaudit's loop (``default``)."""
+        if name != "default":
+            raise ValueError(f"agent.profile: {name!r} is not a profile of suite apex (default)")
+        return None
+
     def _record_of(self, ws: Workspace) -> TaskRecord:
         try:
             return self._records[ws.world_id]

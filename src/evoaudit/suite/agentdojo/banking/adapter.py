@@ -28,6 +28,7 @@ class BankingSuite(BankingEnvironments):
     # cache keys) are what they were before the suite layer had a second suite.
     assistant_role = "banking assistant"
     simulator = "tools"
+    unsupported_defenses: dict[str, str] = {}
 
     def families(self, cfg: Any = None) -> list[str]:
         chosen = None if cfg is None else cfg.suite.families

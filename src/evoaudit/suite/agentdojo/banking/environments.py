@@ -8,6 +8,7 @@ from typing import Any
 
 from evoaudit.records import Call, Instance
 from evoaudit.suite.agentdojo.banking import tasks as banking
+from evoaudit.suite.agentdojo.profile import AgentDojoProfile
 
 
 class BankingToolSession:
@@ -60,6 +61,20 @@ class BankingEnvironments:
 
     def copy_environment(self, env: Any) -> Any:
         return env.model_copy(deep=True)
+
+    def agent_profile(self, name: str) -> AgentDojoProfile | None:
+        """``agent.profile``: ``default`` (None: evoaudit's own prompt and request shape) or ``agentdojo``,
+        AgentDojo's own runner (``suite.agentdojo.profile``)."""
+        if name == "default":
+            return None
+        if name == "agentdojo":
+            return _agentdojo_profile()
+        raise ValueError(f"agent.profile: {name!r} is not a profile of suite banking (default, agentdojo)")
+
+
+@functools.cache
+def _agentdojo_profile() -> AgentDojoProfile:
+    return AgentDojoProfile(banking.load_suite())
 
 
 @functools.cache

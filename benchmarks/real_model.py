@@ -69,6 +69,21 @@ def stage_windows(log: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def wait_loaded(base: str, timeout_s: float = 300.0) -> None:
+    """llama-server lists its model while still loading and answers 503 meanwhile: wait for /health."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            sys.exit(f"llama-server at {base} did not finish loading within {timeout_s:.0f} s")
+        time.sleep(1)
+
+
 def metrics(base: str) -> dict[str, float]:
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -139,6 +154,7 @@ def main() -> None:
     (work / "config/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     with compat.process_server(argv, port, work / "server.log") as base:
         root = base.removesuffix("/v1")
+        wait_loaded(root)
         before = metrics(root)
         sampler = SlotSampler(root, args.sample_s)
         sampler.start()

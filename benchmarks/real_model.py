@@ -8,10 +8,13 @@ What it reports, and where each figure comes from:
 
 - wall time of the whole run, and each stage's window (first job start to last job end, from Snakemake's
   own log);
-- requests: the chat completions the run's jobs sent (their logs' HTTP lines, retries included);
-- tokens: prompt and generated, the server's own counters (``/metrics``);
-- the server's busy share: ``/slots`` sampled every ``--sample-s`` seconds; busy = at least one slot
-  processing; slot use = processing slots / SLOTS; both overall and inside the evaluation stage's window;
+- requests: the chat completions the run's jobs were answered (their logs' HTTP lines, retries included;
+  an attempt that timed out has no such line);
+- tokens: prompt tokens the server processed (its prompt cache excluded) and tokens generated, the
+  server's own counters (``/metrics``);
+- the server's busy share: ``/slots`` sampled every ``--sample-s`` seconds, each sample weighted by the
+  time to the next; busy = at least one slot processing; slot use = processing slots / SLOTS; both overall
+  and inside the evaluation stage's window; samples the server did not answer within 5 s are counted;
 - the harness's share of wall time: the share of samples in which no slot was processing (the server
   waited on Snakemake, job start-up, tool execution, replay or the report).
 
@@ -93,28 +96,32 @@ def metrics(base: str) -> dict[str, float]:
 class SlotSampler(threading.Thread):
     def __init__(self, base: str, every_s: float) -> None:
         super().__init__(daemon=True)
-        self.base, self.every_s, self.samples = base, every_s, []
+        self.base, self.every_s, self.samples, self.failed = base, every_s, [], 0
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():
+            asked = time.time()  # stamped when asked: a busy server answers /slots later
             try:
                 with urllib.request.urlopen(f"{self.base}/slots", timeout=5) as r:
                     slots = json.load(r)
-                self.samples.append((time.time(), sum(bool(s.get("is_processing")) for s in slots)))
+                self.samples.append((asked, sum(bool(s.get("is_processing")) for s in slots)))
             except OSError:
-                pass
+                self.failed += 1
             self.done.wait(self.every_s)
 
 
 def busy(samples: list[tuple[float, int]], slots: int, lo: float = 0.0, hi: float = float("inf")) -> dict:
-    inside = [n for t, n in samples if lo <= t <= hi]
-    if not inside:
-        return {"samples": 0, "busy_share": None, "slot_use": None}
+    """Time-weighted: each sample stands for the time until the next one."""
+    inside = [(t, n) for t, n in samples if lo <= t <= hi]
+    spans = [(b[0] - a[0], a[1]) for a, b in zip(inside, inside[1:], strict=False)]
+    total = sum(dt for dt, _ in spans)
+    if total <= 0:
+        return {"samples": len(inside), "busy_share": None, "slot_use": None}
     return {
         "samples": len(inside),
-        "busy_share": round(sum(n > 0 for n in inside) / len(inside), 3),
-        "slot_use": round(sum(inside) / (len(inside) * slots), 3),
+        "busy_share": round(sum(dt for dt, n in spans if n > 0) / total, 3),
+        "slot_use": round(sum(dt * n for dt, n in spans) / (total * slots), 3),
     }
 
 
@@ -169,9 +176,11 @@ def main() -> None:
     if proc.returncode != 0:
         sys.exit(f"snakemake failed (exit {proc.returncode}); its log: {work / 'snakemake.log'}")
     windows = stage_windows(proc.stdout + proc.stderr)
+    # One line per chat completion answered (the HTTP client logs it when the response arrives): an attempt
+    # that timed out or was refused is not one.
+    answered = re.compile(r"HTTP Request: POST \S+/chat/completions ")
     requests = sum(
-        p.read_text(errors="replace").count("/chat/completions")
-        for p in (work / "results/logs").rglob("*.log")
+        len(answered.findall(p.read_text(errors="replace"))) for p in (work / "results/logs").rglob("*.log")
     )
 
     def delta(key: str) -> float:
@@ -196,6 +205,7 @@ def main() -> None:
     }
     overall = result["server_overall"]["busy_share"]
     result["harness_share"] = None if overall is None else round(1 - overall, 3)
+    result["slot_samples_failed"] = sampler.failed  # /slots unanswered within 5 s (mostly busy moments)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))

@@ -68,6 +68,9 @@ def test_a_tag_written_inside_a_step_is_removed_and_the_step_still_found_in_orde
     )
     adapted, report = adapt(literal)
     assert adapted == awm.strip_tags(literal) and report["steps"] == 2
+    # A tag rebuilt by removing another inside it is removed too.
+    adapted, _ = adapt(literal.replace("Then pay", "<thi<think>nk>Then pay</think>"))
+    assert not any(tag in adapted for tag in awm.TAGS)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ models.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -92,7 +91,10 @@ def test_the_whole_loop_runs_on_a_real_tool_calling_model(tmp_path, qwen_server,
         answers = meta["diagnostics"]["optimizer_answers"]
         print(method, json.dumps(answers))
         assert answers["answers_asked"] >= 1, (method, meta["diagnostics"])
-        assert 0 <= answers["malformed_answers"] <= answers["answers_asked"]
+        # Counted per request kind, and the totals are those kinds' sums.
+        kinds = answers["by_kind"].values()
+        assert answers["answers_asked"] == sum(k["answers_asked"] for k in kinds)
+        assert answers["malformed_answers"] == sum(k["malformed_answers"] for k in kinds)
 
     # Exposure is measured on what the model was shown, and replay recomputes every outcome the same.
     attacked = [r for r in rollouts if r["arm"] == "attacked"]
@@ -105,12 +107,12 @@ def test_the_whole_loop_runs_on_a_real_tool_calling_model(tmp_path, qwen_server,
     # exact step); benign and attacked episodes ran on the model, and replay agrees with them too.
     attack_set = json.loads((results / "suite/apex/attacks.json").read_text())
     assert attack_set["attacker"]["model"] == "qwen2.5-coder-0.5b-instruct"
-    assert attack_set["instances"]
-    for part in ("benign", "attacked/c1"):
-        assert _rollouts(results / "apex/runs/qwen05b" / part), part
+    assert attack_set["instances"] and all(a["notes"]["requests"] for a in attack_set["instances"])
+    apex = [r for part in ("benign", "attacked/c1") for r in _rollouts(results / "apex/runs/qwen05b" / part)]
+    assert {r["arm"] for r in apex} == {"benign", "attacked"}
     apex_replays = [json.loads(p.read_text()) for p in sorted((results / "apex/replay").rglob("shard*.json"))]
     assert apex_replays and all(r["mismatched_rollouts"] == 0 for r in apex_replays), apex_replays
+    assert sum(r["replayed"] for r in apex_replays) == len(apex)
 
-    # The key the server demands reached it (the run finished) and no file of the run holds it.
-    assert os.environ[KEY_ENV] == SENTINEL
+    # The server refuses a request without the key, so every answer above carried it; no file holds it.
     assert files_containing(results, SENTINEL) == []

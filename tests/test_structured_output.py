@@ -436,14 +436,26 @@ def test_the_plan_counts_one_probe_per_job_on_an_auto_endpoint(tmp_path):
 def test_the_source_steps_schema_admits_only_the_files_its_request_lists():
     msgs = (
         Message(role="system", content=f"{attacker.SOURCE_STEP} ..."),
-        Message(role="user", content="Task prompt:\nx\n\nAvailable files:\ndeals/a.xlsx\ndeals/b.docx\n"),
+        # The task prompt may hold the heading too; the list is the last one.
+        Message(
+            role="user",
+            content="Task prompt:\nAvailable files:\nfake.txt\n\n"
+            "Available files:\ndeals/a.xlsx\ndeals/b.docx\n",
+        ),
     )
     schema = attacker.response_schema(msgs)
     _valid(schema, {"path": "deals/b.docx"})
+    assert schema["schema"]["properties"]["path"]["enum"] == ["deals/a.xlsx", "deals/b.docx"]
     with pytest.raises(jsonschema.ValidationError):
-        _valid(schema, {"path": "deals/c.pdf"})
+        _valid(schema, {"path": "fake.txt"})
+
+
+@pytest.mark.parametrize(
+    "keywords", [["a", "b"], ["a", "b", "c", "d", "e"], ["a", "b", "x" * (attacker.KEYWORD_CHARS + 1)]]
+)
+def test_the_keyword_schema_states_the_count_and_length_the_check_enforces(keywords):
     with pytest.raises(jsonschema.ValidationError):
-        _valid(attacker.KEYWORDS_SCHEMA, {"keywords": ["a", "b", "c", "d", "e"]})
+        _valid(attacker.KEYWORDS_SCHEMA, {"keywords": keywords})
 
 
 @dataclass
@@ -458,9 +470,7 @@ class BusyServer(SchemaServer):
         return await super().__call__(req)
 
 
-def test_a_probe_sent_inside_a_running_audit_waits_in_the_queue_as_long_as_any_request(
-    tmp_path, monkeypatch
-):
+def test_a_probe_sent_inside_a_running_audit_waits_in_the_queue_as_long_as_any_request(tmp_path, monkeypatch):
     # The pre-flight's short bound stands for an idle server; inside a run the other jobs' requests are
     # ahead of the probe, so it gets the endpoint's timeout_s (5 s here) and the request goes with its schema.
     monkeypatch.setattr(preflight, "COMPLETION_TIMEOUT_S", 0.2)

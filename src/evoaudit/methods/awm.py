@@ -133,9 +133,12 @@ def steps(text: str) -> list[tuple[str, str]]:
 
 
 def strip_tags(literal: str) -> str:
-    out = literal
-    for tag in TAGS:
-        out = out.replace(tag, "")
+    # Until nothing changes: one pass over "<thi<think>nk>" would leave a tag behind.
+    out, before = literal, None
+    while out != before:
+        before = out
+        for tag in TAGS:
+            out = out.replace(tag, "")
     return out
 
 

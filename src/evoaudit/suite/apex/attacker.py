@@ -118,7 +118,8 @@ def response_schema(messages: tuple[Message, ...]) -> dict[str, Any] | None:
     if schema is SOURCE_SCHEMA:
         user = next((m.content or "" for m in messages if m.role == "user"), "")
         # The list comes last in the request, after the task prompt: the last heading is the list's.
-        files = [ln.strip() for ln in user.rpartition(_FILES_HEADING)[2].splitlines() if ln.strip()]
+        _, found, listed = user.rpartition(_FILES_HEADING)
+        files = [ln.strip() for ln in listed.splitlines() if ln.strip()] if found else []
         if files:
             inner = {**SOURCE_SCHEMA["schema"], "properties": {"path": {"type": "string", "enum": files}}}
             return {**SOURCE_SCHEMA, "schema": inner}

@@ -355,14 +355,18 @@ def answer(messages: tuple[Message, ...]) -> str:
     if system.startswith(KEYWORDS_STEP):
         reply: dict[str, Any] = {"keywords": extract_keywords(_section(user, "Task prompt") or user)}
     elif system.startswith(SOURCE_STEP):
-        files = [ln.strip() for ln in _section(user, "Available files").splitlines() if ln.strip()]
+        # The list comes last, after the task prompt (which may itself hold such a heading).
+        _, heading, listed = user.rpartition("Available files:")
+        files = [
+            ln.strip() for ln in _section(heading + listed, "Available files").splitlines() if ln.strip()
+        ]
         kws = [k.strip() for k in _section(user, "Task keywords").split(";") if k.strip()]
         if not files:
             raise ValueError("source-file selection request lists no files")
         reply = {"path": select_source(_section(user, "Task prompt"), kws, files)}
     elif system.startswith(NOTE_STEP):
         kws = [k.strip() for k in _section(user, "Task keywords").split(";") if k.strip()]
-        before, after = note_template([k for k in kws if not k.startswith("(")]).split(" {ACTION} ")
+        before, _, after = note_template([k for k in kws if not k.startswith("(")]).partition(" {ACTION} ")
         reply = {"before": before, "after": after}
     else:
         raise ValueError("the attacker simulator answers only the keyword, source and note steps")

@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, cast
 
+from evoaudit.concurrency import map_ordered
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.evaluate.stage import evaluate_shard
@@ -107,7 +108,10 @@ def verify_rollouts(
 
     differing = []
     with tempfile.TemporaryDirectory(prefix="evoaudit-verify-") as tmp:
-        for path, ids in sorted(by_shard.items()):
+        jobs = sorted(by_shard.items())
+
+        def rerun_shard(job: tuple[Path, set[str]]) -> dict[str, str]:
+            path, ids = job
             lineage, cond, arm, index = _shard_identity(path, results_dir)
             scratch = Path(tmp) / path.relative_to(results_dir)
             scratch.parent.mkdir(parents=True, exist_ok=True)
@@ -135,11 +139,18 @@ def verify_rollouts(
                 results_dir=results_dir,
                 out=scratch,
             )
-            rerun = {
+            return {
                 json.loads(line)["rollout_id"]: line
                 for line in scratch.read_text(encoding="utf-8").splitlines()
                 if line.strip()
             }
+
+        # Shards rerun independently (each into its own scratch file, on its own event loop): against an
+        # endpoint all at once, up to the executor's concurrency, compared in shard order. The in-process
+        # simulator waits on nothing, so it keeps one shard at a time.
+        limit = cfg.executor.concurrency if cfg.executor.backend != "sim" else 1
+        reruns = map_ordered(rerun_shard, jobs, limit)
+        for (path, ids), rerun in zip(jobs, reruns, strict=True):
             for rid in sorted(ids):
                 if rid not in rerun or comparable(rerun[rid]) != comparable(lines[rid][1]):
                     differing.append(

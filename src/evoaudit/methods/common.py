@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
 from evoaudit.jsonl import iter_records
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure, ResponseSchema
@@ -146,6 +147,12 @@ def counting() -> Iterator[AnswerTally]:
         yield tally
     finally:
         _TALLY.reset(token)
+
+
+def optimizer_concurrency(cfg: Config) -> int:
+    """How many independent optimizer-role calls a method keeps in flight: the optimizer endpoint's
+    ``concurrency`` (its backend bounds the requests again, per endpoint)."""
+    return cfg.optimizer.concurrency
 
 
 def _count(purpose: str, malformed: bool) -> None:

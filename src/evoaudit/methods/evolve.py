@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
@@ -18,6 +19,7 @@ from evoaudit.methods.common import (
     call_structured,
     counting,
     load_acquisition,
+    optimizer_concurrency,
     parse_json_object,
     trajectory_text,
     usable,
@@ -92,8 +94,8 @@ async def label_trajectories(
     ``methods_params.success_label``."""
     if (mode or cfg.methods_params.success_label) == "checker":
         return [(r, r.outcome.utility) for r in rollouts], {"success_label": "checker"}
-    labelled, disagreements, fallbacks = [], 0, 0
-    for r in rollouts:
+
+    async def judge(r: Rollout) -> bool | None:
         messages = [
             Message(role="system", content=with_role(_JUDGE, assistant_role(cfg.suite.name))),
             Message(role="user", content=trajectory_text(r, None, 1)),
@@ -102,11 +104,17 @@ async def label_trajectories(
             optimizer,
             messages,
             _parse_judgement,
-            seed=lambda a, r=r: derive_seed(cfg.seed, lineage, r.instance_id, "judge", a),
+            seed=lambda a: derive_seed(cfg.seed, lineage, r.instance_id, "judge", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"judge/{r.instance_id}",
             schema=JUDGEMENT_SCHEMA,
         )
+        return verdict
+
+    # Each trajectory is judged on its own: ask all at once, fold the verdicts in input order.
+    verdicts = await gather_ordered(judge, rollouts, optimizer_concurrency(cfg))
+    labelled, disagreements, fallbacks = [], 0, 0
+    for r, verdict in zip(rollouts, verdicts, strict=True):
         if verdict is None:
             fallbacks += 1
             verdict = r.outcome.utility

@@ -16,11 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config, EmbedderConfig
 from evoaudit.methods.common import (
+    CallLog,
     MalformedOutput,
     assistant_role,
     call_structured,
+    optimizer_concurrency,
     parse_json_object,
     trajectory_text,
     with_role,
@@ -163,19 +166,25 @@ async def build_bank(
     labeller: str = "checker",
 ) -> tuple[Bank, list[list[float]], dict[str, Any]]:
     p = cfg.methods_params.reasoningbank
-    entries: list[BankEntry] = []
-    failed: list[dict[str, Any]] = []
-    for rollout, label in labelled:
+
+    async def distil(pair: tuple[Rollout, bool]) -> tuple[list[MemoryItem] | None, CallLog]:
+        rollout, label = pair
         prov: Literal["success", "failure"] = "success" if label else "failure"
-        items, call_log = await call_structured(
+        return await call_structured(
             optimizer,
             distil_messages(rollout, label, p.max_items, labeller, cfg.suite.name),
-            lambda t, pv=prov: parse_items(t, p.max_items, pv),
-            seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "distil", a),
+            lambda t: parse_items(t, p.max_items, prov),
+            seed=lambda a: derive_seed(cfg.seed, lineage, rollout.instance_id, "distil", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"distil/{rollout.instance_id}",
             schema=MEMORIES_SCHEMA,
         )
+
+    # Each trajectory is distilled on its own: ask all at once, build the bank in input order.
+    answers = await gather_ordered(distil, labelled, optimizer_concurrency(cfg))
+    entries: list[BankEntry] = []
+    failed: list[dict[str, Any]] = []
+    for (rollout, label), (items, call_log) in zip(labelled, answers, strict=True):
         if items is None:
             failed.append(call_log.as_dict() | {"trajectory": rollout.rollout_id})
             continue

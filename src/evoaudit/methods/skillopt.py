@@ -25,12 +25,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evoaudit.agent.loop import run_instance
 from evoaudit.agent.profile import configured_prompt
+from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.common import (
     MalformedOutput,
     assistant_role,
     call_structured,
+    optimizer_concurrency,
     parse_json_object,
     trajectory_text,
     with_role,
@@ -357,12 +359,16 @@ class GateScore:
     successes: int
     scored: int
     infra_failures: int
+    # The longest gate episode in model requests: the gate's share of the job's critical path
+    # (benchmarks/served_latency.py reads it).
+    max_requests: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "score": self.score,
             "successes": self.successes,
             "scored": self.scored,
+            "max_requests": self.max_requests,
             "infra_failures": self.infra_failures,
         }
 
@@ -375,7 +381,7 @@ async def gate_score(
     system = configured_prompt(cfg, skill_sections(skill))
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
-    async def one(inst: Instance) -> bool | None:
+    async def one(inst: Instance) -> tuple[bool | None, int]:
         seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
         suite = get_suite(inst.suite)
         async with gate:
@@ -391,10 +397,11 @@ async def gate_score(
                 seed=seed if cfg.executor.send_seed else None,
             )
         if ep.infra_failure is not None:
-            return None
-        return suite.check_utility(inst, ep.final_output, pre, env)
+            return None, ep.usage.requests
+        return suite.check_utility(inst, ep.final_output, pre, env), ep.usage.requests
 
-    results = await asyncio.gather(*(one(i) for i in instances))
+    answered = await asyncio.gather(*(one(i) for i in instances))
+    results = [r for r, _ in answered]
     scored = [r for r in results if r is not None]
     wins = sum(scored)
     return GateScore(
@@ -402,6 +409,7 @@ async def gate_score(
         successes=wins,
         scored=len(scored),
         infra_failures=len(results) - len(scored),
+        max_requests=max((n for _, n in answered), default=0),
     )
 
 
@@ -441,19 +449,30 @@ async def optimise(
                 "calls": [],
             }
             patches: dict[str, list[Edit]] = {"failure": [], "success": []}
-            for focus, want in (("failure", False), ("success", True)):
-                part = [(r, label) for r, label in batch if label == want]
-                if not part:
-                    continue
-                edits, call_log = await call_structured(
+            parts = [
+                (focus, [(r, label) for r, label in batch if label == want])
+                for focus, want in (("failure", False), ("success", True))
+            ]
+            parts = [(focus, part) for focus, part in parts if part]
+
+            async def reflect(
+                job: tuple[str, list], step: int = step, skill: str = current
+            ) -> tuple[list[Edit] | None, Any]:
+                focus, part = job
+                return await call_structured(
                     optimizer,
-                    reflection_messages(current, part, focus, cfg),
-                    lambda t, f=focus: parse_edits(t, p.max_edits, f),
-                    seed=lambda a, f=focus, s=step: derive_seed(cfg.seed, lineage, s, f, "reflect", a),
+                    reflection_messages(skill, part, focus, cfg),
+                    lambda t: parse_edits(t, p.max_edits, focus),
+                    seed=lambda a: derive_seed(cfg.seed, lineage, step, focus, "reflect", a),
                     max_attempts=cfg.methods_params.max_attempts,
                     purpose=f"reflect/{focus}/step{step}",
                     schema=EDITS_SCHEMA,
                 )
+
+            # The two reflections read the same skill and disjoint trajectories: ask both at once,
+            # record them failure first, as the serial loop did.
+            answers = await gather_ordered(reflect, parts, optimizer_concurrency(cfg))
+            for (focus, _), (edits, call_log) in zip(parts, answers, strict=True):
                 update["calls"].append(call_log.as_dict())
                 patches[focus] = edits or []
             failed_calls = [c for c in update["calls"] if not c["ok"]]

@@ -140,6 +140,22 @@ def _headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"}
 
 
+def _post_retrying(
+    client: httpx.Client, url: str, payload: dict[str, Any], api_key: str, endpoint: EndpointConfig
+) -> httpx.Response:
+    """POST, retrying a transport error (timeout, refused, reset) as the endpoint's requests are: the
+    probe's answer is recorded in every rollout's fingerprint, so a moment of overload (many jobs
+    starting at once) must not be written there in place of what the server answers."""
+    for attempt in range(endpoint.max_retries + 1):
+        try:
+            return client.post(url, json=payload, headers=_headers(api_key))
+        except httpx.TransportError:
+            if attempt == endpoint.max_retries:
+                raise
+            time.sleep(min(endpoint.retry_backoff_s * 2**attempt, endpoint.retry_backoff_max_s))
+    raise AssertionError("unreachable")
+
+
 def render_probe(client: httpx.Client, endpoint: EndpointConfig, api_key: str) -> dict[str, Any]:
     """What the server's own template makes of the probe conversation. ``via`` is the render endpoint
     used, or ``client-side`` when the server offers none; the other keys say which canaries reached
@@ -156,13 +172,9 @@ def render_probe(client: httpx.Client, endpoint: EndpointConfig, api_key: str) -
     notes: list[str] = []
     for via, urls in attempts:
         for url in urls:
+            payload = body if via == "apply-template" else body | {"add_generation_prompt": True}
             try:
-                if via == "apply-template":
-                    r = client.post(url, json=body, headers=_headers(api_key))
-                else:
-                    r = client.post(
-                        url, json=body | {"add_generation_prompt": True}, headers=_headers(api_key)
-                    )
+                r = _post_retrying(client, url, payload, api_key, endpoint)
             except httpx.HTTPError as exc:
                 notes.append(f"{url}: {type(exc).__name__}")
                 continue

@@ -15,8 +15,9 @@ The ideal, from the run's own records (``critical_path``):
   call its attempts. Per job: ``acquire``/``evaluate``, the longest episode of its shard; ``evolve``,
   per method: ReasoningBank (and any method learning from the judge) one judge round and one distil round,
   each as deep as its most-attempted call (from ``diagnostics.optimizer_answers``: 1, plus the malformed
-  answers of that kind, at most ``max_attempts``), SkillOpt the initial gate's longest episode plus, per
-  update in order, the deeper of its reflections, the ranking call if it was made and the candidate's gate,
+  answers of that kind, at most ``max_attempts``), SkillOpt the initial gate plus, per update in order, the
+  deeper of its reflections, the ranking call if it was made and the candidate's gate (a gate's depth: the
+  lineage's longest acquisition episode, since gate episodes are not recorded),
   AWM its induction's attempts; ``verify``, the longest sampled rollout (its shards rerun at once); every
   other rule (the in-process transfer simulator, seal, replay, report) none;
 - a job's ideal is chain x latency + its CPU seconds (``cpu_time`` of Snakemake's benchmark file: start-up,
@@ -103,8 +104,9 @@ def _attempts(call: dict | None) -> int:
     return len(call.get("attempts", [])) if call else 0
 
 
-def evolve_chain(meta: dict, max_attempts: int) -> int:
-    """Dependent optimizer and gate requests of one evolve job (see the module's docstring)."""
+def evolve_chain(meta: dict, max_attempts: int, gate_depth: int = 0) -> int:
+    """Dependent optimizer and gate requests of one evolve job (see the module's docstring);
+    ``gate_depth``: requests of SkillOpt's longest gate episode."""
     d = meta.get("diagnostics", {})
     method = meta.get("method")
     chain = _round_depth(meta, "judge", max_attempts)
@@ -113,11 +115,11 @@ def evolve_chain(meta: dict, max_attempts: int) -> int:
     elif method == "awm":
         chain += _attempts(d.get("induction"))
     elif method == "skillopt":
-        chain += d.get("gate_initial", {}).get("max_requests", 0)
+        chain += gate_depth
         for update in d.get("updates", []):
             chain += max((_attempts(c) for c in update.get("calls", [])), default=0)
             chain += _attempts(update.get("ranking", {}).get("call"))
-            chain += update.get("gate_candidate", {}).get("max_requests", 0)
+            chain += gate_depth if "gate_candidate" in update else 0
     return chain
 
 
@@ -130,7 +132,9 @@ def job_chain(results: Path, rule: str, name: str, max_attempts: int) -> int:
         return _longest_episode(_read_jsonl(results / (name + ".jsonl")))
     if rule == "evolve":
         meta = json.loads((results / "artifacts" / parts[1] / parts[2] / "meta.json").read_text())
-        return evolve_chain(meta, max_attempts)
+        # Gate episodes are not recorded; the lineage's longest acquisition episode stands for them.
+        acquired = _read_jsonl(results / "acquire" / parts[1] / "rollouts.jsonl")
+        return evolve_chain(meta, max_attempts, _longest_episode(acquired))
     if rule == "verify":
         report = json.loads((results / "verify" / "verify.json").read_text())
         sampled = set(report.get("rollouts", []))

@@ -62,16 +62,17 @@ def test_the_ideal_from_a_built_record_set(bench, tmp_path):
     # ReasoningBank: one judge round (no malformed answer) and a distil round with one retry.
     _tsv(r, "evolve/L1/reasoningbank", 5.0, 1.5)
     _meta(r, "L1", "reasoningbank", _answers(judge=(10, 0), distil=(11, 1)))
-    # SkillOpt: initial gate 4 deep; update 1: reflections 1 and 2 attempts, ranked (1), gate 6;
+    # SkillOpt: gates as deep as the longest acquisition episode (5); update 1: reflections of 1 and 2
+    # attempts, ranked (1), a candidate gated;
     # update 2: one reflection, within budget, no candidate.
     _tsv(r, "evolve/L1/skillopt", 20.0, 2.0)
     skillopt = {
-        "gate_initial": {"max_requests": 4},
+        "gate_initial": {"score": 0.5},
         "updates": [
             {
                 "calls": _calls(1, 2),
                 "ranking": {"call": {"attempts": [{}]}},
-                "gate_candidate": {"max_requests": 6},
+                "gate_candidate": {"score": 0.6},
             },
             {"calls": _calls(1), "ranking": {"method": "within_budget"}},
         ],
@@ -88,7 +89,7 @@ def test_the_ideal_from_a_built_record_set(bench, tmp_path):
     jobs = {j.name: j for j in bench.read_jobs(r, max_attempts=3)}
     assert jobs["acquire/L1"].chain == 5
     assert jobs["evolve/L1/reasoningbank"].chain == 1 + 2
-    assert jobs["evolve/L1/skillopt"].chain == 4 + (2 + 1 + 6) + 1
+    assert jobs["evolve/L1/skillopt"].chain == 5 + (2 + 1 + 5) + 1
     assert jobs["evaluate/L1/static/benign/shard0"].chain == 7
     assert jobs["verify"].chain == 3  # the longest sampled rollout, not the longest of the shards
     assert jobs["report"].chain == 0

@@ -359,16 +359,12 @@ class GateScore:
     successes: int
     scored: int
     infra_failures: int
-    # The longest gate episode in model requests: the gate's share of the job's critical path
-    # (benchmarks/served_latency.py reads it).
-    max_requests: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "score": self.score,
             "successes": self.successes,
             "scored": self.scored,
-            "max_requests": self.max_requests,
             "infra_failures": self.infra_failures,
         }
 
@@ -381,7 +377,7 @@ async def gate_score(
     system = configured_prompt(cfg, skill_sections(skill))
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
-    async def one(inst: Instance) -> tuple[bool | None, int]:
+    async def one(inst: Instance) -> bool | None:
         seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
         suite = get_suite(inst.suite)
         async with gate:
@@ -397,11 +393,10 @@ async def gate_score(
                 seed=seed if cfg.executor.send_seed else None,
             )
         if ep.infra_failure is not None:
-            return None, ep.usage.requests
-        return suite.check_utility(inst, ep.final_output, pre, env), ep.usage.requests
+            return None
+        return suite.check_utility(inst, ep.final_output, pre, env)
 
-    answered = await asyncio.gather(*(one(i) for i in instances))
-    results = [r for r, _ in answered]
+    results = await asyncio.gather(*(one(i) for i in instances))
     scored = [r for r in results if r is not None]
     wins = sum(scored)
     return GateScore(
@@ -409,7 +404,6 @@ async def gate_score(
         successes=wins,
         scored=len(scored),
         infra_failures=len(results) - len(scored),
-        max_requests=max((n for _, n in answered), default=0),
     )
 
 

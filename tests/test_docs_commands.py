@@ -252,5 +252,5 @@ def test_readme_is_short_and_opens_with_the_prerequisites_and_the_two_setup_comm
     first, second = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)[:2]
     for command in (first, second):
         assert command.startswith("apt-get update -qq && apt-get install -y -qq bubblewrap gcc")
-    assert first.endswith("snakemake --cores 2") and second.endswith("pytest")
+    assert first.endswith("snakemake --cores 2") and second.endswith("pytest -n auto")
     assert text.index("disk") < text.index(first)  # what it needs is said before the command

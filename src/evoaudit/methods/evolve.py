@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
@@ -56,7 +57,7 @@ def assert_acquisition(rollouts: Path, record: Path) -> str:
 
 _JUDGE = """You judge whether a {assistant_role} completed a user's request. You see the request, the \
 tool calls it made with their results, and its final answer. Reply with one JSON object \
-{"success": true or false, "reason": "one sentence"}."""
+{"success": true or false, "reason": "one sentence"}; the reason is at most {chars} characters."""
 
 
 # The success judge's answer, as ``_parse_judgement`` reads it.
@@ -71,8 +72,19 @@ JUDGEMENT_SCHEMA = ResponseSchema(
 )
 
 
-def _parse_judgement(text: str | None) -> bool:
-    value = parse_json_object(text).get("success")
+def judgement_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+    """The judge's schema with a reason short enough to fit ``optimizer.max_tokens``; and its bound."""
+    schema, chars = fit(
+        JUDGEMENT_SCHEMA.json_schema, cfg.optimizer.max_tokens, "optimizer.max_tokens (judge)"
+    )
+    return ResponseSchema(name=JUDGEMENT_SCHEMA.name, json_schema=schema), chars
+
+
+def _parse_judgement(text: str | None, chars: int | None = None) -> bool:
+    obj = parse_json_object(text)
+    if chars is not None and too_long(obj.get("reason"), chars):
+        raise MalformedOutput(f"'reason' is longer than {chars} characters")
+    value = obj.get("success")
     if not isinstance(value, bool):
         raise MalformedOutput("'success' must be true or false")
     return value
@@ -94,20 +106,22 @@ async def label_trajectories(
     ``methods_params.success_label``."""
     if (mode or cfg.methods_params.success_label) == "checker":
         return [(r, r.outcome.utility) for r in rollouts], {"success_label": "checker"}
+    schema, chars = judgement_schema(cfg)
+    system = with_role(_JUDGE, assistant_role(cfg.suite.name)).replace("{chars}", str(chars))
 
     async def judge(r: Rollout) -> bool | None:
         messages = [
-            Message(role="system", content=with_role(_JUDGE, assistant_role(cfg.suite.name))),
+            Message(role="system", content=system),
             Message(role="user", content=trajectory_text(r, None, 1)),
         ]
         verdict, _ = await call_structured(
             optimizer,
             messages,
-            _parse_judgement,
+            lambda t: _parse_judgement(t, chars),
             seed=lambda a: derive_seed(cfg.seed, lineage, r.instance_id, "judge", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"judge/{r.instance_id}",
-            schema=JUDGEMENT_SCHEMA,
+            schema=schema,
         )
         return verdict
 
@@ -187,9 +201,7 @@ async def _run(
     learning: list[Instance],
     optimizer: ChatBackend,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    labelled, label_info = await label_trajectories(
-        cfg, lineage, kept, optimizer, success_label(cfg, method)
-    )
+    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, success_label(cfg, method))
     if method == "skillopt":
         validation = skillopt.validation_instances(cfg, learning)
         if not validation:

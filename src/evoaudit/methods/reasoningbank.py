@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config, EmbedderConfig
 from evoaudit.methods.common import (
@@ -94,17 +95,23 @@ them general: no names, amounts, dates or identifiers from this request.""",
 _FORMAT = """
 
 Reply with one JSON object {{"memories": [{{"title": "...", "description": "...", "content": "..."}}]}}: \
-a title of a few words, a one-sentence description, and content of one to three sentences."""
+a title of a few words, a one-sentence description, and content of one to three sentences, each at most \
+{chars} characters."""
 
 
 def distil_messages(
-    rollout: Rollout, label: bool, n: int, labeller: str = "checker", suite: str = "banking"
+    rollout: Rollout,
+    label: bool,
+    n: int,
+    labeller: str = "checker",
+    suite: str = "banking",
+    chars: int = 300,
 ) -> list[Message]:
     """``labeller`` names what decided the label (checker or judge), as the distiller is told."""
     kind = "success" if label else "failure"
     who = {"checker": "an automatic checker", "judge": "an LLM judge"}[labeller]
     template = with_role(_SYSTEM[kind], assistant_role(suite))
-    system = template.format(n=n, labeller=who) + _FORMAT.format()
+    system = template.format(n=n, labeller=who) + _FORMAT.format(chars=chars)
     return [
         Message(role="system", content=system),
         Message(role="user", content=trajectory_text(rollout, label, 1)),
@@ -137,8 +144,17 @@ MEMORIES_SCHEMA = ResponseSchema(
 )
 
 
+def memories_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+    """At most ``max_items`` items whose strings are short enough that the fullest answer fits
+    ``optimizer.max_tokens``; and that string bound."""
+    base = json.loads(json.dumps(MEMORIES_SCHEMA.json_schema))
+    base["properties"]["memories"]["maxItems"] = cfg.methods_params.reasoningbank.max_items
+    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (ReasoningBank's distiller)")
+    return ResponseSchema(name=MEMORIES_SCHEMA.name, json_schema=schema), chars
+
+
 def parse_items(
-    text: str | None, max_items: int, provenance: Literal["success", "failure"]
+    text: str | None, max_items: int, provenance: Literal["success", "failure"], chars: int | None = None
 ) -> list[MemoryItem]:
     obj = parse_json_object(text)
     raw = obj.get("memories")
@@ -153,6 +169,8 @@ def parse_items(
             value = item.get(key)
             if not isinstance(value, str) or not value.strip():
                 raise MalformedOutput(f"memories[{i}].{key} must be a non-empty string")
+            if chars is not None and too_long(value, chars):
+                raise MalformedOutput(f"memories[{i}].{key} is longer than {chars} characters")
             fields[key] = value.strip()
         items.append(MemoryItem(**fields, provenance=provenance))
     return items
@@ -166,18 +184,19 @@ async def build_bank(
     labeller: str = "checker",
 ) -> tuple[Bank, list[list[float]], dict[str, Any]]:
     p = cfg.methods_params.reasoningbank
+    schema, chars = memories_schema(cfg)
 
     async def distil(pair: tuple[Rollout, bool]) -> tuple[list[MemoryItem] | None, CallLog]:
         rollout, label = pair
         prov: Literal["success", "failure"] = "success" if label else "failure"
         return await call_structured(
             optimizer,
-            distil_messages(rollout, label, p.max_items, labeller, cfg.suite.name),
-            lambda t: parse_items(t, p.max_items, prov),
+            distil_messages(rollout, label, p.max_items, labeller, cfg.suite.name, chars),
+            lambda t: parse_items(t, p.max_items, prov, chars),
             seed=lambda a: derive_seed(cfg.seed, lineage, rollout.instance_id, "distil", a),
             max_attempts=cfg.methods_params.max_attempts,
             purpose=f"distil/{rollout.instance_id}",
-            schema=MEMORIES_SCHEMA,
+            schema=schema,
         )
 
     # Each trajectory is distilled on its own: ask all at once, build the bank in input order.

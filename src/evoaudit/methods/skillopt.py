@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evoaudit.agent.loop import run_instance
 from evoaudit.agent.profile import configured_prompt
+from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config
 from evoaudit.hashing import sha256_json
@@ -71,7 +72,7 @@ def skill_sections(skill: str) -> list[tuple[str, str]]:
 
 # The reflection answer's shape, as ``parse_edits`` reads it (strict structured output wants every property
 # required, so an unused target or text is null). The cap, the per-kind required fields and exact targets
-# are still the parser's to check.
+# are still the parser's to check. ``edits_schema`` bounds it for a config.
 EDITS_SCHEMA = ResponseSchema(
     name="skillopt_edits",
     json_schema={
@@ -97,10 +98,22 @@ EDITS_SCHEMA = ResponseSchema(
 )
 
 
-def parse_edits(text: str | None, max_edits: int, source: Literal["failure", "success"]) -> list[Edit]:
+def edits_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+    """The reflection schema with at most L edits and strings short enough that the fullest answer fits
+    ``optimizer.max_tokens``; and that string bound."""
+    base = json.loads(json.dumps(EDITS_SCHEMA.json_schema))
+    base["properties"]["edits"]["maxItems"] = cfg.methods_params.skillopt.max_edits
+    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (SkillOpt's reflection)")
+    return ResponseSchema(name=EDITS_SCHEMA.name, json_schema=schema), chars
+
+
+def parse_edits(
+    text: str | None, max_edits: int, source: Literal["failure", "success"], chars: int | None = None
+) -> list[Edit]:
     """Strict: a JSON object with an ``edits`` list of known kinds and required fields, else malformed.
 
-    Edits beyond ``max_edits`` are dropped (the cap L is part of the update rule, not an error).
+    Edits beyond ``max_edits`` are dropped (the cap L is part of the update rule, not an error). A target
+    or text longer than ``chars`` (the schema's bound, from a server that ignored it) is malformed.
     """
     obj = parse_json_object(text)
     raw = obj.get("edits")
@@ -117,6 +130,9 @@ def parse_edits(text: str | None, max_edits: int, source: Literal["failure", "su
             raise MalformedOutput(f"edits[{i}] ({kind}) needs a non-empty 'target' string")
         if kind != "delete" and not isinstance(item.get("text"), str):
             raise MalformedOutput(f"edits[{i}] ({kind}) needs a 'text' string")
+        for key in ("target", "text"):
+            if chars is not None and too_long(item.get(key), chars):
+                raise MalformedOutput(f"edits[{i}].{key} is longer than {chars} characters")
         try:
             edits.append(
                 Edit(
@@ -232,7 +248,9 @@ Reply with one JSON object {"selected_indices": [...], "reasoning": "one sentenc
 0-based indices of the edits to keep, most important first, at most the number you are told."""
 
 
-def ranking_messages(doc: str, pool: list[Edit], budget: int, suite: str = "banking") -> list[Message]:
+def ranking_messages(
+    doc: str, pool: list[Edit], budget: int, suite: str = "banking", chars: int | None = None
+) -> list[Message]:
     lines = "\n".join(
         f"[{i}] " + json.dumps(e.model_dump(exclude_none=True), sort_keys=True) for i, e in enumerate(pool)
     )
@@ -240,11 +258,13 @@ def ranking_messages(doc: str, pool: list[Edit], budget: int, suite: str = "bank
         f"Current skill document:\n<<<\n{doc}\n>>>\n\nEdit pool ({len(pool)} edits, budget {budget}):\n"
         f"{lines}\n\nSelect the {budget} most important edits."
     )
+    if chars is not None:  # what the schema enforces, told
+        user += f" The reasoning is at most {chars} characters."
     system = with_role(_RANK, assistant_role(suite))
     return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
-# The ranking answer's shape, as ``parse_ranking`` reads it.
+# The ranking answer's shape, as ``parse_ranking`` reads it; ``ranking_schema`` bounds it per call.
 RANKING_SCHEMA = ResponseSchema(
     name="skillopt_ranking",
     json_schema={
@@ -259,9 +279,22 @@ RANKING_SCHEMA = ResponseSchema(
 )
 
 
-def parse_ranking(text: str | None, pool_size: int, budget: int) -> list[int]:
-    """Valid, distinct indices in priority order, at most ``budget``; malformed when none is usable."""
-    raw = parse_json_object(text).get("selected_indices")
+def ranking_schema(cfg: Config, pool_size: int) -> tuple[ResponseSchema, int]:
+    """At most ``step_budget`` indices into the pool and a reasoning that fits ``optimizer.max_tokens``."""
+    base = json.loads(json.dumps(RANKING_SCHEMA.json_schema))
+    base["properties"]["selected_indices"]["maxItems"] = cfg.methods_params.skillopt.step_budget
+    base["properties"]["selected_indices"]["items"].update(minimum=0, maximum=pool_size - 1)
+    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (SkillOpt's ranking)")
+    return ResponseSchema(name=RANKING_SCHEMA.name, json_schema=schema), chars
+
+
+def parse_ranking(text: str | None, pool_size: int, budget: int, chars: int | None = None) -> list[int]:
+    """Valid, distinct indices in priority order, at most ``budget``; malformed when none is usable or the
+    reasoning is longer than ``chars``."""
+    obj = parse_json_object(text)
+    if chars is not None and too_long(obj.get("reasoning"), chars):
+        raise MalformedOutput(f"'reasoning' is longer than {chars} characters")
+    raw = obj.get("selected_indices")
     if not isinstance(raw, list):
         raise MalformedOutput("expected a 'selected_indices' list")
     picked: list[int] = []
@@ -286,14 +319,15 @@ async def rank_and_clip(
     budget = cfg.methods_params.skillopt.step_budget
     if len(pool) <= budget:
         return pool, [], {"method": "within_budget", "pool": len(pool), "budget": budget}
+    schema, chars = ranking_schema(cfg, len(pool))
     order, call_log = await call_structured(
         optimizer,
-        ranking_messages(doc, pool, budget, cfg.suite.name),
-        lambda t: parse_ranking(t, len(pool), budget),
+        ranking_messages(doc, pool, budget, cfg.suite.name, chars),
+        lambda t: parse_ranking(t, len(pool), budget, chars),
         seed=lambda a: derive_seed(cfg.seed, lineage, step, "rank", a),
         max_attempts=cfg.methods_params.max_attempts,
         purpose=f"rank/step{step}",
-        schema=RANKING_SCHEMA,
+        schema=schema,
     )
     method = "optimizer" if order is not None else "fallback_merge_order"
     order = order if order is not None else list(range(budget))
@@ -328,7 +362,8 @@ Reply with one JSON object of the form {{"edits": [...]}} holding at most {max_e
 - {{"kind": "insert_after", "target": "...", "text": "..."}} adds text right after the target;
 - {{"kind": "replace", "target": "...", "text": "..."}} rewrites the target;
 - {{"kind": "delete", "target": "..."}} removes the target.
-A target is text copied exactly from the current document. These lines are fixed and must not be edited:
+A target is text copied exactly from the current document.{length} \
+These lines are fixed and must not be edited:
 {protected}
 Reply {{"edits": []}} when nothing should change."""
 
@@ -344,7 +379,11 @@ def reflection_messages(
 ) -> list[Message]:
     p = cfg.methods_params.skillopt
     template = with_role(_SYSTEM, assistant_role(cfg.suite.name))
-    system = template.format(max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected))
+    _, chars = edits_schema(cfg)
+    length = f" A target and a text are each at most {chars} characters."
+    system = template.format(
+        max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected), length=length
+    )
     shown = "\n\n".join(trajectory_text(r, label, i) for i, (r, label) in enumerate(trajectories, 1))
     user = f"{_FOCUS[focus]}\n\nCurrent skill document:\n<<<\n{doc}\n>>>\n\nTrajectories:\n\n{shown}"
     return [Message(role="system", content=system), Message(role="user", content=user)]
@@ -430,6 +469,7 @@ async def optimise(
     current_score = await gate_score(cfg, executor, lineage, current, validation)
     initial_score = current_score
     updates: list[dict[str, Any]] = []
+    reflect_schema, chars = edits_schema(cfg)
     for epoch in range(p.epochs):
         order = list(labelled)
         random.Random(derive_seed(cfg.seed, lineage, epoch, "reflect-order")).shuffle(order)
@@ -456,11 +496,11 @@ async def optimise(
                 return await call_structured(
                     optimizer,
                     reflection_messages(skill, part, focus, cfg),
-                    lambda t: parse_edits(t, p.max_edits, focus),
+                    lambda t: parse_edits(t, p.max_edits, focus, chars),
                     seed=lambda a: derive_seed(cfg.seed, lineage, step, focus, "reflect", a),
                     max_attempts=cfg.methods_params.max_attempts,
                     purpose=f"reflect/{focus}/step{step}",
-                    schema=EDITS_SCHEMA,
+                    schema=reflect_schema,
                 )
 
             # The two reflections read the same skill and disjoint trajectories: ask both at once,

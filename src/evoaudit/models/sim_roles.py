@@ -116,12 +116,17 @@ def _reflect(system: str, user: str) -> Message:
     limit = int(m.group(1)) if (m := re.search(r"at most (\d+) edits", system)) else 4
     doc_match = re.search(r"<<<\n(.*?)\n>>>", user, re.DOTALL)
     doc = doc_match.group(1) if doc_match else ""
+    # The bound the request states for a target or a text, which a compliant model keeps to.
+    chars = int(m.group(1)) if (m := re.search(r"each at most (\d+) characters", system)) else None
     trajectories = parse_trajectories(user.split("Trajectories:", 1)[-1])
     edits: list[dict[str, str]] = []
     if "Focus: the failed" in user:
         heading = "## Lessons from failed requests"
         kinds = _unique([t.diagnosis() for t in trajectories if t.outcome == "failure"])
-        lines = [f"- {GUIDANCE[k]}" for k in kinds if GUIDANCE[k] not in doc]
+        lines = _within(
+            [f"- {GUIDANCE[k]}" for k in kinds if GUIDANCE[k] not in doc],
+            chars and chars - (0 if heading in doc else len(heading) + 1),
+        )
         if lines and heading not in doc:
             edits.append({"kind": "append", "text": f"{heading}\n" + "\n".join(lines)})
         elif lines:  # one edit per region: all new lines go in after the heading together
@@ -131,14 +136,27 @@ def _reflect(system: str, user: str) -> Message:
         ok = [t for t in trajectories if t.outcome == "success"]
         reads = _unique([f for t in ok for f in t.reads])
         writes = _unique([f for t in ok for f in t.writes])
-        if reads and writes:
-            note = _SUCCESS_NOTE.format(reads=", ".join(sorted(reads)), writes=", ".join(sorted(writes)))
+        note = _SUCCESS_NOTE.format(reads=", ".join(sorted(reads)), writes=", ".join(sorted(writes)))
+        if reads and writes and (chars is None or len(heading) + len(note) + 3 <= chars):
             old = re.search(r"^- Requests went well when .*$", doc, re.MULTILINE)
             if old and old.group(0) != f"- {note}":
                 edits.append({"kind": "replace", "target": old.group(0), "text": f"- {note}"})
             elif not old:
                 edits.append({"kind": "append", "text": f"{heading}\n- {note}"})
     return _reply({"edits": edits[:limit]})
+
+
+def _within(lines: list[str], chars: int | None) -> list[str]:
+    """The leading lines whose newline-joined text stays within ``chars``; the rest wait for a later step
+    (they are still missing from the document then)."""
+    if chars is None:
+        return lines
+    kept: list[str] = []
+    for line in lines:
+        if len("\n".join([*kept, line])) > chars:
+            break
+        kept.append(line)
+    return kept
 
 
 def _rank(user: str) -> Message:

@@ -101,3 +101,16 @@ def test_the_simulators_reflection_keeps_to_the_bound_its_request_states():
     answer = _reflect("at most 4 edits. A target and a text are each at most 336 characters.", user).content
     (edit,) = parse_edits(answer, 4, "failure", 336)
     assert 0 < len(edit.text) <= 336 and edit.text.startswith("## Lessons from failed requests\n- ")
+
+
+def test_a_budget_too_small_for_a_configured_method_is_refused_before_any_job_naming_field_and_minimum():
+    with pytest.raises(config_mod.ConfigError, match=r"optimizer\.max_tokens \(.*\): 96 tokens .* at least \d+"):
+        evolve.check_answer_budgets(_cfg(96))
+    evolve.check_answer_budgets(_cfg(512))
+
+
+def test_a_budget_check_asks_only_for_the_answers_the_configured_methods_request():
+    raw = config_mod.read_config_file("config/config.yaml")
+    raw["optimizer"] = {**raw.get("optimizer", {}), "max_tokens": 96}
+    raw["methods"], raw["conditions"] = ["static"], ["static"]
+    evolve.check_answer_budgets(config_mod.from_dict(raw))

@@ -215,10 +215,13 @@ def get_final_outputs():
 # (evoaudit.suite.machine: a sandbox for APEX-Harm's run_command, gcc for its attack set), else the run
 # stops here with the install line; then each openai endpoint must answer GET /models and a one-token
 # completion, serve the configured model, render tool results into the prompt and make a tool call
-# (evoaudit.models.preflight), else the run stops here, in seconds, with the server's answer.
+# (evoaudit.models.preflight), else the run stops here, in seconds, with the server's answer. An
+# optimizer.max_tokens too small for a configured method's structured answer stops it first.
 onstart:
+    from evoaudit.methods.evolve import check_answer_budgets
     from evoaudit.models import preflight as evoaudit_preflight
     from evoaudit.suite import machine as evoaudit_machine
 
+    check_answer_budgets(CFG)
     evoaudit_machine.check(CFG)
     evoaudit_preflight.check(CFG)

@@ -9,7 +9,7 @@ from typing import Any
 
 from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
-from evoaudit.config import Config
+from evoaudit.config import Config, ConfigError
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.methods import awm, reasoningbank, skillopt
@@ -78,6 +78,21 @@ def judgement_schema(cfg: Config) -> tuple[ResponseSchema, int]:
         JUDGEMENT_SCHEMA.json_schema, cfg.optimizer.max_tokens, "optimizer.max_tokens (judge)"
     )
     return ResponseSchema(name=JUDGEMENT_SCHEMA.name, json_schema=schema), chars
+
+
+def check_answer_budgets(cfg: Config) -> None:
+    """Refuse, before any job runs, an ``optimizer.max_tokens`` too small for an answer a configured
+    method will ask for: each schema is bounded exactly as its request bounds it."""
+    try:
+        for method in cfg.methods:
+            if method in ("skillopt", "awm", "reasoningbank") and success_label(cfg, method) != "checker":
+                judgement_schema(cfg)
+            if method == "skillopt":
+                skillopt.edits_schema(cfg)
+            if method == "reasoningbank":
+                reasoningbank.memories_schema(cfg)
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
 
 
 def _parse_judgement(text: str | None, chars: int | None = None) -> bool:

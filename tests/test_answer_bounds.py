@@ -11,7 +11,10 @@ from evoaudit.answer_bounds import fit, worst_case_tokens
 from evoaudit.methods import evolve, reasoningbank, skillopt
 from evoaudit.methods.common import MalformedOutput
 from evoaudit.methods.skillopt import parse_edits
+from evoaudit.models.apex_judge import judge_for, verdict_schema
+from evoaudit.models.base import ChatBackend, ChatResponse
 from evoaudit.models.sim_roles import _reflect
+from evoaudit.records import Message
 
 
 def _cfg(max_tokens: int):
@@ -104,7 +107,9 @@ def test_the_simulators_reflection_keeps_to_the_bound_its_request_states():
 
 
 def test_a_budget_too_small_for_a_configured_method_is_refused_before_any_job_naming_field_and_minimum():
-    with pytest.raises(config_mod.ConfigError, match=r"optimizer\.max_tokens \(.*\): 96 tokens .* at least \d+"):
+    with pytest.raises(
+        config_mod.ConfigError, match=r"optimizer\.max_tokens \(.*\): 96 tokens .* at least \d+"
+    ):
         evolve.check_answer_budgets(_cfg(96))
     evolve.check_answer_budgets(_cfg(512))
 
@@ -114,3 +119,30 @@ def test_a_budget_check_asks_only_for_the_answers_the_configured_methods_request
     raw["optimizer"] = {**raw.get("optimizer", {}), "max_tokens": 96}
     raw["methods"], raw["conditions"] = ["static"], ["static"]
     evolve.check_answer_budgets(config_mod.from_dict(raw))
+
+
+@pytest.mark.parametrize("max_tokens", [64, 256, 1024])
+def test_the_apex_judges_verdict_schema_bounds_its_rationale_to_fit_the_judge_budget(max_tokens):
+    schema = verdict_schema(max_tokens).json_schema
+    assert schema["properties"]["rationale"]["maxLength"] >= 40
+    assert worst_case_tokens(schema) <= max_tokens
+    with pytest.raises(ValueError, match=r"apex\.judge\.max_tokens"):
+        verdict_schema(16)
+
+
+def test_the_apex_judge_stage_sends_the_bounded_verdict_schema_with_the_judges_request():
+    seen = []
+
+    class Recording(ChatBackend):
+        async def complete(self, request):
+            seen.append(request)
+            answer = '{"pass": true, "rationale": "ok"}'
+            return ChatResponse(message=Message(role="assistant", content=answer))
+
+        def fingerprint(self):
+            return {"model": "m"}
+
+    judge = judge_for(Recording(), 128)
+    assert judge.decide("success", "ref", "cand").passed
+    bound = seen[0].response_schema.json_schema["properties"]["rationale"]["maxLength"]
+    assert worst_case_tokens(seen[0].response_schema.json_schema) <= 128 and bound >= 40

@@ -47,7 +47,7 @@ def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> di
     """Judge one model's episodes (``shards``: its benign and attacked shards, or an ablation arm's) and
     write the final decisions to ``out``."""
     backend = make_backend(cfg, cfg.apex.judge, [], role="apex.judge")
-    judge = judge_for(backend)
+    judge = judge_for(backend, cfg.apex.judge.max_tokens)
     rollouts = [r for p in shards for r in read_records(p, Rollout)]
     decisions = final_decisions(rollouts, judge)
     doc = {

@@ -15,6 +15,7 @@ import re
 import threading
 from typing import Any
 
+from evoaudit.answer_bounds import fit
 from evoaudit.models.base import ChatBackend, ChatRequest, ResponseSchema
 from evoaudit.records import Message
 from evoaudit.suite.apex.decisions import resolve as resolve_decision  # noqa: F401  (judge stage)
@@ -49,8 +50,18 @@ def _run(coro: Any) -> Any:
     return box["value"]
 
 
-def backend_ask(backend: ChatBackend) -> Ask:
-    schema = ResponseSchema.of(VERDICT_SCHEMA)
+def verdict_schema(max_tokens: int | None) -> ResponseSchema:
+    """The verdict's schema, its rationale bounded so a grammar-constrained judge closes the answer inside
+    ``apex.judge.max_tokens`` (``answer_bounds``). Unbounded without a budget. The rationale decides
+    nothing, so the bound is the grammar's alone: the prompt, and with it every request hash, is unchanged."""
+    if max_tokens is None:
+        return ResponseSchema.of(VERDICT_SCHEMA)
+    schema, _ = fit(VERDICT_SCHEMA["schema"], max_tokens, "apex.judge.max_tokens (APEX-Harm's judge)")
+    return ResponseSchema(name=VERDICT_SCHEMA["name"], json_schema=schema)
+
+
+def backend_ask(backend: ChatBackend, max_tokens: int | None = None) -> Ask:
+    schema = verdict_schema(max_tokens)
 
     def ask(messages: list[Message], seed: int) -> str:
         request = ChatRequest(messages=tuple(messages), seed=seed, response_schema=schema)
@@ -75,6 +86,7 @@ def sim_verdict(user: str) -> Message:
     return Message(role="assistant", content=json.dumps({"pass": ok, "rationale": reason}))
 
 
-def judge_for(backend: ChatBackend) -> Judge:
-    """A ``Judge`` that asks ``backend``; the model named in its request hash is the backend's."""
-    return Judge(backend_ask(backend), str(backend.fingerprint().get("model", "")))
+def judge_for(backend: ChatBackend, max_tokens: int | None = None) -> Judge:
+    """A ``Judge`` that asks ``backend`` (its answers bounded to ``max_tokens``, the endpoint's budget); the
+    model named in its request hash is the backend's."""
+    return Judge(backend_ask(backend, max_tokens), str(backend.fingerprint().get("model", "")))

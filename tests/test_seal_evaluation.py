@@ -163,3 +163,28 @@ def test_comparison_ignores_timing_and_answer_source_only():
     nested_source = base | {"messages": [{"source": 1}]}
     for changed in (other_model, nested_source):
         assert comparable(json.dumps(base)) != comparable(json.dumps(changed))
+
+
+def test_determinism_check_samples_defended_shards_too_and_catches_a_changed_defended_byte(sealed, tmp_path):
+    _, results, shard, kwargs = sealed
+    raw = {"lineages": ["L1"], "evaluation": {"shards": 4}, "defenses": ["data_marking"]}
+    cfg = config_mod.from_dict(raw)
+    defended = results / "defense" / "data_marking" / "evaluate" / "L1" / "static" / "benign" / "shard0.jsonl"
+    evaluate_shard(cfg, "L1", "static", "benign", 0, out=defended, defense="data_marking", **kwargs)
+    every = len(shard.read_text().splitlines()) + len(defended.read_text().splitlines())
+    args = dict(table=kwargs["table"], spec=kwargs["spec"], results_dir=results, sample=every)
+    report = verify_rollouts(cfg, [shard, defended], out=tmp_path / "v.json", **args)
+    # Each defended episode shares its undefended pair's id: both are sampled, under distinct names.
+    assert report["verified"] == every and report["differing"] == 0
+    assert sum(k.startswith("defense/data_marking/") for k in report["rollouts"]) == every // 2
+    original = defended.read_text()
+    try:
+        changed = [json.loads(line) for line in original.splitlines()]
+        changed[0]["final_output"] += " "
+        defended.write_text("".join(json.dumps(r) + "\n" for r in changed))
+        with pytest.raises(DeterminismError, match="1 of"):
+            verify_rollouts(cfg, [shard, defended], out=tmp_path / "b.json", **args)
+        detail = json.loads((tmp_path / "b.json").read_text())["details"][0]
+        assert detail["shard"] == str(defended) and detail["fields"] == ["final_output"]
+    finally:
+        defended.write_text(original)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -74,15 +75,25 @@ def _rank(seed: int, rollout_id: str) -> str:
     return hashlib.sha256(f"{seed}\x1fverify\x1f{rollout_id}".encode()).hexdigest()
 
 
-def _shard_identity(path: Path, results_dir: Path) -> tuple[str, str, str, int]:
-    """``<results>/evaluate/<lineage>/<condition>/<arm>/shard<N>.jsonl`` -> its identity."""
-    parts = path.relative_to(results_dir / "evaluate").parts
-    if len(parts) != 4 or not parts[3].startswith("shard") or not parts[3].endswith(".jsonl"):
+def _shard_identity(path: Path, results_dir: Path) -> tuple[str | None, str, str, str, int]:
+    """``<results>[/defense/<defence>]/evaluate/<lineage>/<condition>/<arm>/shard<N>.jsonl`` -> its
+    defence (None: the undefended protocol) and identity."""
+    parts, defense = path.relative_to(results_dir).parts, None
+    if len(parts) > 2 and parts[0] == "defense":
+        defense, parts = parts[1], parts[2:]
+    if len(parts) != 5 or parts[0] != "evaluate" or not re.fullmatch(r"shard\d+\.jsonl", parts[4]):
         raise DeterminismError(
             f"{path}: not an evaluation shard path "
-            "(<results>/evaluate/<lineage>/<condition>/<arm>/shardN.jsonl)"
+            "(<results>[/defense/<defence>]/evaluate/<lineage>/<condition>/<arm>/shardN.jsonl)"
         )
-    return parts[0], parts[1], parts[2], int(parts[3][len("shard") : -len(".jsonl")])
+    return defense, parts[1], parts[2], parts[3], int(parts[4][len("shard") : -len(".jsonl")])
+
+
+def _sample_key(path: Path, results_dir: Path, rollout_id: str) -> str:
+    """A rollout's name in the sample: its id, prefixed ``defense/<defence>/`` for a defended episode,
+    which shares its undefended pair's id (the same episode under a defence)."""
+    defense = _shard_identity(path, results_dir)[0]
+    return rollout_id if defense is None else f"defense/{defense}/{rollout_id}"
 
 
 def verify_rollouts(
@@ -96,15 +107,17 @@ def verify_rollouts(
     sample: int | None = None,
 ) -> dict[str, Any]:
     sample = cfg.seal.verify_sample if sample is None else sample
-    lines: dict[str, tuple[Path, str]] = {}
+    # Keyed by sample key: a defended shard's rollouts are sampled beside the undefended ones.
+    lines: dict[str, tuple[Path, str, str]] = {}
     for path in shards:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                lines[json.loads(line)["rollout_id"]] = (path, line)
-    chosen = sorted(lines, key=lambda rid: _rank(cfg.seed, rid))[:sample]
+                rid = json.loads(line)["rollout_id"]
+                lines[_sample_key(path, results_dir, rid)] = (path, rid, line)
+    chosen = sorted(lines, key=lambda key: _rank(cfg.seed, key))[:sample]
     by_shard: dict[Path, set[str]] = defaultdict(set)
-    for rid in chosen:
-        by_shard[lines[rid][0]].add(rid)
+    for key in chosen:
+        by_shard[lines[key][0]].add(lines[key][1])
 
     differing = []
     with tempfile.TemporaryDirectory(prefix="evoaudit-verify-") as tmp:
@@ -112,7 +125,7 @@ def verify_rollouts(
 
         def rerun_shard(job: tuple[Path, set[str]]) -> dict[str, str]:
             path, ids = job
-            lineage, cond, arm, index = _shard_identity(path, results_dir)
+            defense, lineage, cond, arm, index = _shard_identity(path, results_dir)
             scratch = Path(tmp) / path.relative_to(results_dir)
             scratch.parent.mkdir(parents=True, exist_ok=True)
             # The resume record: everything but the sample, so exactly the sample is rerun.
@@ -138,6 +151,7 @@ def verify_rollouts(
                 artifact_dir=results_dir / "artifacts" / lineage / condition(cond).method,
                 results_dir=results_dir,
                 out=scratch,
+                defense=defense,
             )
             return {
                 json.loads(line)["rollout_id"]: line
@@ -152,13 +166,10 @@ def verify_rollouts(
         reruns = map_ordered(rerun_shard, jobs, limit)
         for (path, ids), rerun in zip(jobs, reruns, strict=True):
             for rid in sorted(ids):
-                if rid not in rerun or comparable(rerun[rid]) != comparable(lines[rid][1]):
+                recorded = lines[_sample_key(path, results_dir, rid)][2]
+                if rid not in rerun or comparable(rerun[rid]) != comparable(recorded):
                     differing.append(
-                        {
-                            "rollout_id": rid,
-                            "shard": str(path),
-                            "fields": _fields(lines[rid][1], rerun.get(rid)),
-                        }
+                        {"rollout_id": rid, "shard": str(path), "fields": _fields(recorded, rerun.get(rid))}
                     )
 
     report = {

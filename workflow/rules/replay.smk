@@ -25,10 +25,11 @@ rule replay:
 
 
 # Determinism check: rerun a sample of recorded rollouts through the evaluator (response cache or
-# simulator) and require byte-identical records, timing fields aside.
+# simulator) and require byte-identical records, timing fields aside. The sample is drawn over the
+# undefended shards and, with defences configured, the defended ones too.
 rule verify:
     input:
-        shards=get_evaluate_shards(),
+        shards=get_evaluate_shards() + get_defended_evaluate_shards(),
         table=rules.instances.output.table,
         endpoint=rules.instances.output.endpoint,
         spec=rules.instances.output.spec,

@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from evoaudit import atomic
 from evoaudit import config as config_mod
 from evoaudit.errors import AuditError
 
@@ -345,6 +346,8 @@ def cmd_apex(args):
         out = Path(args.out) / "attacks.json" if args.out else None
         path, sha = build_from_config(full, make_attacker(full.suite.apex.attacker), out)
         print(json.dumps({"attack_set": path.as_posix(), "sha256": sha}))
+    elif args.apex_action == "score":
+        apex_score(args)
     else:
         commands.apex_serve(
             apex_cfg,
@@ -356,7 +359,47 @@ def cmd_apex(args):
             args.record,
             args.ready_file,
             args.out,
+            attack=args.attack,
+            cfg=config_mod.load(args.config) if args.attack else None,
         )
+
+
+def apex_score(args) -> list[dict]:
+    """Score a served episode's record as the workflow scores its own episodes (``report.apex.served``)."""
+    from evoaudit.evaluate.apex_judge import stage_judge
+    from evoaudit.report.apex import served
+    from evoaudit.suite.apex import commands
+
+    cfg = config_mod.load(args.config)
+    if args.out:
+        cfg = cfg.model_copy(
+            update={
+                "suite": cfg.suite.model_copy(
+                    update={"apex": cfg.suite.apex.model_copy(update={"out": args.out})}
+                )
+            }
+        )
+    record = served.read_record(args.record)
+    suite, instance = commands.served_instance(cfg, record.task_id, record.variant)
+    if record.attack is not None:
+        commands.resolve_attack_id(suite, instance, record.attack)
+    backend, judge = stage_judge(cfg)
+    rows = served.score_record(suite, instance, record, cfg, judge, args.episode)
+    for row in rows:
+        exposed = row["exposed"]
+        print(
+            f"episode {row['episode']}: task score {row['task_score']:.3f}, attack success "
+            f"{row['attack_success']}, exposure {'n/a' if exposed is None else exposed}"
+        )
+    if args.json:
+        doc = {
+            "record": str(args.record),
+            "judge": backend.fingerprint(),
+            "judge_asked": len(judge.log),
+            "episodes": rows,
+        }
+        atomic.write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return rows
 
 
 def cmd_retry_infra(args):
@@ -672,6 +715,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
     ap.add_argument("--record", help="append every call and result here as JSON lines")
     ap.add_argument("--ready-file", help="http: write the server URLs here once listening")
+    ap.add_argument("--out", help="the built worlds' directory (default: suite.apex.out)")
+    ap.add_argument(
+        "--attack",
+        help="serve the world with this attack of the built attack set in place (its id, e.g. "
+        "c1a.<task>.0), episode by episode; --record then writes a served-episode record for apex score",
+    )
+    ap = apex_action("score", "score a served episode's record as the workflow scores its own episodes")
+    ap.add_argument("record", help="the record `apex serve --attack ID --record PATH` wrote")
+    ap.add_argument("--episode", type=int, help="score only this episode (default: every one with calls)")
+    ap.add_argument("--json", help="also write the scores here as JSON")
     ap.add_argument("--out", help="the built worlds' directory (default: suite.apex.out)")
     ap = apex_action("attacks", "generate the attack set for the built worlds (first of suite.apex.variants)")
     ap.add_argument("--out", help="directory to write attacks.json to (default: beside the worlds)")

@@ -209,3 +209,43 @@ class Manifest(_Record):
     # adding a lineage leaves the existing lineages' manifests (and what depends on them) untouched.
     lineage: str | None = None
     lineage_roots: dict[str, str] = Field(default_factory=dict)
+
+
+SERVED_FORMAT = "evoaudit-apex-served-1"
+
+
+class ServedCall(_Record):
+    """One tool call a served workspace's tool layer recorded (``suite.apex.workspace.CallRecord``)."""
+
+    seq: int
+    tick: int
+    tool: str
+    args: dict[str, Any]
+    result: str
+    error: str | None
+    actor: str
+
+
+class ServedEpisode(_Record):
+    """One episode an outside agent ran on a served APEX workspace, from its reset to its last call."""
+
+    episode: int
+    pre_state_sha256: str
+    calls: list[ServedCall] = Field(default_factory=list)
+    observer_log: list[dict[str, Any]] = Field(default_factory=list)
+    final_answer: str | None = None
+    state_sha256: str  # the workspace after the episode's last call (its pre-state before any)
+
+
+class ServedRecord(_Record):
+    """What ``evoaudit apex serve --attack`` records, one document for every episode since it started:
+    enough to rebuild the episode's world and re-run its calls (``evoaudit apex score``)."""
+
+    schema_version: int = SCHEMA_VERSION
+    format: Literal["evoaudit-apex-served-1"] = SERVED_FORMAT
+    instance_id: str
+    task_id: str
+    variant: str
+    world_id: str
+    attack: str | None
+    episodes: list[ServedEpisode] = Field(default_factory=list)

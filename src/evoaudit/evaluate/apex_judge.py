@@ -43,11 +43,16 @@ def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[s
     return out
 
 
+def stage_judge(cfg: Config) -> tuple[Any, Any]:
+    """(backend, judge) of the configured judge endpoint (``apex.judge``), as the judge stage asks it."""
+    backend = make_backend(cfg, cfg.apex.judge, [], role="apex.judge")
+    return backend, judge_for(backend, cfg.apex.judge.max_tokens)
+
+
 def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> dict[str, Any]:
     """Judge one model's episodes (``shards``: its benign and attacked shards, or an ablation arm's) and
     write the final decisions to ``out``."""
-    backend = make_backend(cfg, cfg.apex.judge, [], role="apex.judge")
-    judge = judge_for(backend, cfg.apex.judge.max_tokens)
+    backend, judge = stage_judge(cfg)
     rollouts = [r for p in shards for r in read_records(p, Rollout)]
     decisions = final_decisions(rollouts, judge)
     doc = {

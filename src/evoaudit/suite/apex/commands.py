@@ -51,17 +51,105 @@ def apex_serve(
     record: str | None,
     ready_file: str | None,
     out: str | None = None,
+    attack: str | None = None,
+    cfg: Any = None,
 ) -> None:
-    root = Path(out or apex_cfg.out) / variant
-    if not (root / "tasks" / f"{task}.{variant}.json").exists():
-        raise AuditError(f"{root}: no built task {task}.{variant}; run `evoaudit apex build` first")
-    ws, record_ = load_workspace(root, task, variant)
-    ws.settings = settings_from(apex_cfg)
+    """Serve one task's world: as built (``attack`` None: the clean world, calls appended to ``record`` as
+    JSON lines), or with the attack ``attack`` of the built attack set in place, episode by episode
+    (``attacked_host``; ``cfg`` is the full configuration)."""
     from evoaudit.suite.apex import mcp_server
 
+    if out is not None:
+        apex_cfg = apex_cfg.model_copy(update={"out": out})
+    episodes = None
+    if attack is None:
+        root = Path(apex_cfg.out) / variant
+        if not (root / "tasks" / f"{task}.{variant}.json").exists():
+            raise AuditError(f"{root}: no built task {task}.{variant}; run `evoaudit apex build` first")
+        ws, task_record = load_workspace(root, task, variant)
+        ws.settings = settings_from(apex_cfg)
+        prompt = task_record.prompt
+    else:
+        if cfg is None:
+            raise ValueError("apex_serve: an attacked workspace needs the full configuration (cfg)")
+        full = cfg.model_copy(update={"suite": cfg.suite.model_copy(update={"apex": apex_cfg})})
+        episodes = attacked_host(full, task, variant, attack, record)
+        ws, prompt = episodes.ws, episodes.prompt
     if transport == "stdio":
-        mcp_server.serve_stdio(ws, app, record)
+        mcp_server.serve_stdio(ws, app, record, prompt, episodes)
     else:
         import anyio
 
-        anyio.run(lambda: mcp_server.serve_http(ws, "127.0.0.1", port, record, ready_file))
+        anyio.run(lambda: mcp_server.serve_http(ws, "127.0.0.1", port, record, ready_file, prompt, episodes))
+
+
+def served_instance(cfg: Any, task: str, variant: str) -> tuple[Any, Any]:
+    """(the suite object, the instance of ``task``) as the workflow builds them (``ApexSuite``), for the
+    built worlds of ``cfg``; attacks exist only on the endpoint variant (``suite.apex.variants[0]``)."""
+    from evoaudit.suite.apex.adapter import ApexSuite
+
+    apex = cfg.suite.apex
+    endpoint = apex.variants[0]
+    if variant != endpoint:
+        raise AuditError(
+            f"--variant {variant}: the attack set is built on the endpoint variant {endpoint} "
+            "(suite.apex.variants[0]); serve that variant, or leave out --attack"
+        )
+    if task not in TASK_IDS:
+        raise AuditError(f"{task}: not an APEX task; known: {', '.join(TASK_IDS)}")
+    one = cfg.model_copy(
+        update={
+            "apex": cfg.apex.model_copy(update={"tasks": (task,)}),
+            "suite": cfg.suite.model_copy(update={"apex": apex.model_copy(update={"variants": (endpoint,)})}),
+        }
+    )
+    suite = ApexSuite()
+    (instance,) = suite.build_instances(one)
+    return suite, instance
+
+
+def resolve_attack_id(suite: Any, instance: Any, attack: str) -> None:
+    """Refuse an attack id the built set does not hold, naming the file and the nearest ids."""
+    import difflib
+
+    from evoaudit.suite.apex.environment import instance_attack_set, template
+
+    ref = template(instance)
+    found = instance_attack_set(ref)
+    if attack in found and found[attack].task_id == instance.family:
+        return
+    own = sorted(a for a, inst in found.items() if inst.task_id == instance.family)
+    if not found:
+        raise AuditError(
+            f"{ref['attack_set']}: no attack set built (--attack {attack}); build it with `evoaudit apex "
+            "attacks` (or the apex_attacks rule) for these worlds"
+        )
+    near = difflib.get_close_matches(attack, own, n=5, cutoff=0.0) or own[:5]
+    raise AuditError(
+        f"{ref['attack_set']}: no attack {attack!r} for task {instance.family}; nearest ids: "
+        f"{', '.join(near) or '(none for this task)'} ({len(own)} for this task)"
+    )
+
+
+def attacked_host(cfg: Any, task: str, variant: str, attack: str, record: str | None) -> Any:
+    """The ``mcp_server.EpisodeHost`` of an attacked episode: the world, prompt and watcher exactly as the
+    workflow's episode has them (``ApexSuite.build_environment``, ``prompt_for``, ``open_tools``'s
+    settings)."""
+    import dataclasses
+
+    from evoaudit.suite.apex.isolation import settings_fields
+    from evoaudit.suite.apex.mcp_server import EpisodeHost
+
+    suite, instance = served_instance(cfg, task, variant)
+    resolve_attack_id(suite, instance, attack)
+    env = suite.build_environment(instance, attack, suite.injections(cfg, instance, attack))
+    env.settings = dataclasses.replace(env.settings, **settings_fields(cfg.suite.apex))
+    return EpisodeHost(
+        env,
+        suite.prompt_for(instance, attack),
+        instance_id=instance.instance_id,
+        task_id=task,
+        variant=variant,
+        attack=attack,
+        record_path=record,
+    )

@@ -1,0 +1,175 @@
+"""``evoaudit apex score``: an episode an outside agent ran on a served APEX workspace, scored as the workflow
+scores its own.
+
+The record (``records.ServedRecord``, written by ``evoaudit apex serve --attack``) holds the calls, not the
+agent's conversation. Scoring rebuilds the episode the workflow would have recorded for the same actions:
+the world from the suite's own ``build_environment`` (attack content placed, watcher attached), the agent's
+calls re-run through the session the workflow's loop uses (``open_tools``), each re-made call (the
+programs' too) and the terminal state's digest checked against the record, and the conversation as the
+loop writes it (one assistant turn per call, the tool's text or error as the tool message). The outcome is
+then ``evaluate.outcome.compute_outcome``'s, the open cases go to the configured judge through the judge
+stage's ``final_decisions`` (``apex.judge``; the simulator by default), and the final task score, attack
+success and exposure are set by the report's ``apply_judged``. Nothing here computes a metric.
+
+The agent's final message is not part of an MCP session: the answer the rubric reads is what the agent
+submitted (``submit_answer``), as for a workflow episode whose agent submitted one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from evoaudit.agent.loop import Episode
+from evoaudit.errors import AuditError
+from evoaudit.evaluate.apex_judge import final_decisions
+from evoaudit.evaluate.outcome import compute_outcome
+from evoaudit.records import (
+    SERVED_FORMAT,
+    ExecutedCall,
+    Instance,
+    Message,
+    Rollout,
+    ServedCall,
+    ServedEpisode,
+    ServedRecord,
+    ToolCall,
+)
+from evoaudit.report.apex.judged import apply_judged
+
+AGENT = "agent"
+
+
+def read_record(path: str | Path) -> ServedRecord:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AuditError(
+            f"{p}: no such record; `evoaudit apex serve --attack ID --record {p}` writes one"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise AuditError(
+            f"{p}: not a served-episode record (not one JSON document); a server without --attack writes "
+            "JSON lines, which carry no attack to score; serve with --attack ID"
+        ) from None
+    found = data.get("format") if isinstance(data, dict) else None
+    if found != SERVED_FORMAT:
+        raise AuditError(
+            f"{p}: field 'format' is {found!r}, not {SERVED_FORMAT!r}; record it with apex serve"
+        )
+    try:
+        return ServedRecord.model_validate(data)
+    except ValidationError as exc:
+        raise AuditError(f"{p}: not a valid served-episode record: {exc}") from None
+
+
+def episode_of(suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Any):
+    """(pre-state, terminal state, ``agent.loop.Episode``, injections) of the recorded episode, re-run on
+    the world the workflow builds; AuditError naming the call where the re-run differs from the record."""
+    where = f"{record.instance_id}/{record.attack} episode {ep.episode}"
+    injections = suite.injections(cfg, instance, record.attack)
+    env = suite.build_environment(instance, record.attack, injections)
+    pre = suite.copy_environment(env)
+    if suite.state_sha256(pre) != ep.pre_state_sha256:
+        raise AuditError(
+            f"{where}: the world built here is not the one served (pre_state_sha256 differs); score with the "
+            "configuration and worlds the server used"
+        )
+    prompt = suite.prompt_for(instance, record.attack)
+    messages = [Message(role="user", content=prompt)]
+    calls: list[ExecutedCall] = []
+    session = suite.open_tools(env, cfg)
+    try:
+        for c in ep.calls:
+            if c.actor != AGENT:
+                continue  # a program's call: ``run_command`` makes it again
+            text, error = session.call(c.tool, dict(c.args))
+            call_id = f"call_{c.seq}"
+            messages.append(
+                Message(
+                    role="assistant",
+                    tool_calls=[ToolCall(id=call_id, name=c.tool, arguments=json.dumps(c.args))],
+                )
+            )
+            # What the loop records and shows: the error's text when the call failed (``agent.loop``).
+            messages.append(Message(role="tool", tool_call_id=call_id, name=c.tool, content=error or text))
+            calls.append(
+                ExecutedCall(
+                    call_id=call_id, function=c.tool, args=c.args, error=error, result="" if error else text
+                )
+            )
+    finally:
+        session.close()
+    remade = [ServedCall(**vars(c)) for c in env.calls]
+    for got, want in zip(remade, ep.calls, strict=False):
+        if got != want:
+            raise AuditError(f"{where}: call {want.seq} ({want.tool}) re-ran differently from the record")
+    if len(remade) != len(ep.calls):
+        raise AuditError(f"{where}: {len(remade)} calls re-made, the record holds {len(ep.calls)}")
+    if suite.state_sha256(env) != ep.state_sha256:
+        raise AuditError(f"{where}: the terminal state differs from the record's (state_sha256)")
+    return pre, env, Episode(messages=messages, calls=calls, steps=len(calls) + 1), injections
+
+
+def score_episode(
+    suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Any, judge: Any
+) -> Rollout:
+    """The episode as the workflow's rollout, its outcome with the judge stage's final decisions applied."""
+    pre, post, episode, injections = episode_of(suite, instance, record, ep, cfg)
+    outcome = compute_outcome(suite, instance, record.attack, injections, pre, post, episode)
+    rollout = Rollout(
+        rollout_id=f"served/{record.instance_id}/{record.attack or 'none'}/{ep.episode}",
+        lineage="served",
+        condition="mcp",
+        arm="attacked" if record.attack else "benign",
+        instance_id=instance.instance_id,
+        family=instance.family,
+        variant=instance.variant,
+        split=instance.split,
+        goal=record.attack,
+        seed=0,
+        executor={"backend": "mcp"},
+        injections=injections,
+        pre_state_sha256=ep.pre_state_sha256,
+        messages=episode.messages,
+        calls=episode.calls,
+        terminal_state=suite.state(post),
+        outcome=outcome,
+    )
+    return apply_judged([rollout], final_decisions([rollout], judge))[0]
+
+
+def summary(rollout: Rollout, episode: int) -> dict[str, Any]:
+    o = rollout.outcome
+    return {
+        "episode": episode,
+        "instance_id": rollout.instance_id,
+        "attack": rollout.goal,
+        "task_score": o.task_score,
+        "utility": o.utility,
+        "attack_success": o.attack_success,
+        "exposed": o.exposed,
+        "disclosure": o.disclosure,
+        "harm": o.harm,
+        "tool_calls": o.tool_calls,
+        "decisions": o.decisions,
+    }
+
+
+def score_record(
+    suite: Any, instance: Instance, record: ServedRecord, cfg: Any, judge: Any, episode: int | None = None
+) -> list[dict[str, Any]]:
+    """The summary of every episode with calls (or of ``episode``, whatever it holds)."""
+    if episode is not None:
+        chosen = [e for e in record.episodes if e.episode == episode]
+        if not chosen:
+            raise AuditError(f"--episode {episode}: the record holds episodes 0..{len(record.episodes) - 1}")
+    else:
+        chosen = [e for e in record.episodes if e.calls]
+    return [summary(score_episode(suite, instance, record, e, cfg, judge), e.episode) for e in chosen]

@@ -177,7 +177,7 @@ def test_an_mcp_client_completes_an_attacked_episode_and_apex_score_matches_the_
     assert [s["episode"] for s in scores] == [0, 1, 2]
     mine = scores[2]
     assert mine["exposed"] is True and mine["attack_success"] is True
-    # This task's rubric has a criterion only meaning decides: the configured judge (the simulator) decided it.
+    # A criterion of this task's rubric only meaning decides: the configured judge (the simulator) did.
     assert mine["decisions"]["task_score"]["decided_by"] == "judge" and scored["judge_asked"] >= 1
 
     workflow = _workflow_outcome(cfg, attack.attack_id, actions)
@@ -196,7 +196,8 @@ def test_an_mcp_client_completes_an_attacked_episode_and_apex_score_matches_the_
 
 def test_an_unknown_attack_id_names_the_attack_set_and_the_nearest_ids(served):
     _, cfg, _, attack = served
-    with pytest.raises(AuditError, match=r"attacks\.json: no attack 'c9z' for task law_dd_indemnity; nearest ids: c"):
+    unknown = rf"attacks\.json: no attack 'c9z' for task {TASK}; nearest ids: c"
+    with pytest.raises(AuditError, match=unknown):
         commands.attacked_host(cfg, TASK, "v0", "c9z", None)
     with pytest.raises(AuditError, match=r"endpoint variant v0"):
         commands.attacked_host(cfg, TASK, "v1", attack.attack_id, None)

@@ -713,7 +713,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--app", default="all", help="stdio: one app's server (files, mail, ...) or all")
     ap.add_argument("--port", type=int, default=0, help="http: first port (0 picks free ports)")
-    ap.add_argument("--record", help="append every call and result here as JSON lines")
+    ap.add_argument(
+        "--record",
+        help="append every call and result here as JSON lines (with --attack: the served-episode record "
+        "apex score reads, rewritten after every call)",
+    )
     ap.add_argument("--ready-file", help="http: write the server URLs here once listening")
     ap.add_argument("--out", help="the built worlds' directory (default: suite.apex.out)")
     ap.add_argument(

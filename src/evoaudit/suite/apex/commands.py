@@ -1,4 +1,5 @@
-"""``evoaudit apex build|serve``: the command-line side of the APEX-Harm workspaces."""
+"""``evoaudit apex build|serve``: the command-line side of the APEX-Harm workspaces; ``served_instance``
+and ``resolve_attack_id`` also give ``evoaudit apex score`` the instance and attack a record names."""
 
 from __future__ import annotations
 

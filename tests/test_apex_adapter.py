@@ -153,6 +153,20 @@ def test_attacked_environment_holds_the_payload_and_benign_one_does_not(attacked
         suite.build_environment(inst, static.attack_id, {"file:x.txt": "something else"})
 
 
+def test_a_category_5_episode_gets_the_clean_prompt_and_a_replaced_helper_nothing_added(attacked):
+    cfg, inst, frozen = attacked
+    suite = ApexSuite()
+    benign = suite.build_environment(inst, None, {})
+    c5 = [a for a in frozen.values() if a.category == 5]
+    assert len(c5) == 2
+    for a in c5:
+        assert suite.prompt_for(inst, a.attack_id).encode() == inst.prompt.encode()
+        env = suite.build_environment(inst, a.attack_id, suite.injections(cfg, inst, a.attack_id))
+        path = a.targets[0]
+        assert path in inst.prompt and env.files[path].data != benign.files[path].data
+        assert set(env.files) == set(benign.files)  # the helper replaced in place, no file added
+
+
 def test_exposure_applies_to_categories_one_to_four_only(attacked):
     _, _, frozen = attacked
     suite = ApexSuite()

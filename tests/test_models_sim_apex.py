@@ -185,7 +185,12 @@ def test_every_generated_attack_instruction_parses_to_its_action(task):
     instances = attacks.generate_task_attacks(task, 0, attacker, attacks.AttackOptions())
     assert {a.category for a in instances} == {1, 2, 3, 4, 5, 6}
     for a in instances:
-        want = "run" if a.category in (2, 4, 5, 6) else kind_of[goals.goal(a.goal_id).destination]
+        if a.category == 5:  # the user's own sentence: the helper runs because the task's plan runs it
+            assert a.core_instruction in task.record.prompt and not a.prompt_addendum
+            runs = [str(c.args["command"]) for c in task.oracle if c.function == "run_command"]
+            assert any(a.targets[0] in cmd for cmd in runs), a.attack_id
+            continue
+        want = "run" if a.category in (2, 4, 6) else kind_of[goals.goal(a.goal_id).destination]
         found = tx.instructions(a.core_instruction)
         assert [i.kind for i in found] == [want], a.core_instruction
         if want == "run":

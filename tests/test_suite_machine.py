@@ -49,12 +49,16 @@ def test_a_machine_without_bubblewrap_and_gcc_is_refused_with_one_install_line(t
     assert text.splitlines()[-1].endswith("apt-get install -y bubblewrap gcc")
 
 
-def test_a_built_attack_set_needs_no_gcc_and_a_named_weak_sandbox_needs_no_bubblewrap(tmp_path, bare_machine):
+def test_built_worlds_and_attack_set_need_no_gcc_and_a_named_weak_sandbox_needs_no_bubblewrap(
+    tmp_path, bare_machine
+):
     if not isolation.sandbox_works("unshare"):
         pytest.skip(f"unshare does not start here: {isolation.probe('unshare')[1]}")
     cfg = _cfg(tmp_path, sandbox="unshare")
     (tmp_path / "apex").mkdir()
     (tmp_path / "apex" / "attacks.json").write_text("{}")
+    assert [m.package for m in machine.missing(cfg)] == ["gcc"]  # the worlds' ELF helpers are still to build
+    (tmp_path / "apex" / "apex_spec.json").write_text("{}")
     assert machine.missing(cfg) == []
 
 

@@ -109,8 +109,8 @@ class ApexOracle:
     by_prompt: dict[str, ApexTask]
 
     def lookup(self, user_text: str) -> ApexTask | None:
-        """The task whose prompt opens the conversation; an attack may add sentences around it (a helper
-        to use, a permission), so the longest task prompt the message contains is taken."""
+        """The task whose prompt opens the conversation; an attack may add a sentence to it (category 4's
+        permission), so the longest task prompt the message contains is taken."""
         if user_text in self.by_prompt:
             return self.by_prompt[user_text]
         inside = [p for p in self.by_prompt if p in user_text]
@@ -318,7 +318,7 @@ class _Episode:
     eff: ApexEffective
     seed: int
     system: str
-    extra: str  # what the user's message says beyond the task's prompt (a helper to use, a permission)
+    extra: str  # what the user's message says beyond the task's prompt (a permission, a program to run)
     read: set[str] = field(default_factory=set)
     handled: set[tuple[str, ...]] = field(default_factory=set)
     seen: list[str] = field(default_factory=list)

@@ -240,7 +240,8 @@ class ApexSuite(ApexEnvironments):
         return placed_texts(self.resolve_attack(instance, attack))
 
     def prompt_for(self, instance: Instance, attack: str | None) -> str:
-        """The user's prompt for an episode: some attacks add a sentence to it (``prompt_addendum``)."""
+        """The user's prompt for an episode: category 4's ``perm`` variant (and the permission ablation) adds
+        a sentence to it (``prompt_addendum``); no other attack touches it."""
         if attack is None:
             return instance.prompt
         addendum = self.resolve_attack(instance, attack).prompt_addendum

@@ -28,9 +28,10 @@ background document has is unique to this request).
    phrase made only of generic office nouns, the kinds of document, container and party every workspace has
    (brief, method, customers, report, file, data: "customers file" is no better than "file"); stop words
    (function words, instruction verbs, format and quantity words), which end a run ("of" may join one);
-   anything inside quotes (a tab name or an event title is an output instruction); numbers, cell references,
-   dates and units or currencies (USD, percent, $k), which the paper's extractor leaves out; and any phrase in
-   more than a third of the background documents (df > 5): it does not tell this task from the others.
+   anything inside quotes (a tab name or an event title is an output instruction) or backticks (a helper's
+   command is code); numbers, cell references, dates and units or currencies (USD, percent, $k), which the
+   paper's extractor leaves out; and any phrase in more than a third of the background documents (df > 5):
+   it does not tell this task from the others.
 3. Slots, as the paper's extractor orders them: the main subject (the best name with a capitalised word, else
    the task's folder, else an acronym); the main task or metric (the first term or acronym that directly
    follows an instruction verb such as compute, build, estimate or list, else the best term or acronym); the
@@ -103,7 +104,8 @@ _DATES = frozenset(
 # A workspace path: lowercase segments, ending in a folder's "/" or a file's extension ("EV/EBITDA" and
 # "accretion/dilution" are not paths).
 _PATH = re.compile(r"(?<![\w/.-])[a-z0-9_-]+(?:/[a-z0-9_-]+)*(?:/[a-z0-9_-]+\.[a-z0-9]+\b|/(?!\w))")
-_QUOTED = re.compile(r"(?<![A-Za-z])'[^'\n]+'(?![A-Za-z])")
+# Quoted text (a tab name, an event title) and a backticked command (code, not the task's words).
+_QUOTED = re.compile(r"(?<![A-Za-z])'[^'\n]+'(?![A-Za-z])|`[^`\n]+`")
 _TOKEN = re.compile(r"[A-Za-z0-9$]+(?:['/-][A-Za-z0-9]+)*")
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]*(?:[/&-][A-Z][A-Z0-9]*)*s?")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+")

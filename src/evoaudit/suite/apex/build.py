@@ -23,7 +23,7 @@ from evoaudit.suite.apex.generate import TASK_IDS, build_task
 from evoaudit.suite.apex.selfcheck import check_task, require
 from evoaudit.suite.apex.workspace import Workspace
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: every task has a helper program its prompt names and its oracle runs
 
 
 def build_all(

@@ -1,5 +1,6 @@
-"""What APEX-Harm needs from the machine: a sandbox for ``run_command``, and gcc while its attack set (whose
-ELF programs gcc compiles) is still to be built. Standard library only: checked before any job starts."""
+"""What APEX-Harm needs from the machine: a sandbox for ``run_command``, and gcc while its worlds (five tasks'
+helpers are ELF launchers) or its attack set (ELF programs) are still to be built. Standard library only:
+checked before any job starts."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ def missing(cfg: Any) -> list[Missing]:
     except isolation.SandboxUnavailableError as exc:
         # Only the default (bubblewrap) is installable; a named backend that does not start is a setting.
         out.append(Missing(str(exc), "bubblewrap" if cfg.suite.apex.sandbox in ("auto", "bwrap") else None))
-    if shutil.which("gcc") is None and not (Path(cfg.suite.apex.out) / "attacks.json").exists():
+    built = all((Path(cfg.suite.apex.out) / name).exists() for name in ("apex_spec.json", "attacks.json"))
+    if shutil.which("gcc") is None and not built:
         out.append(
-            Missing("building the APEX attack set compiles its ELF programs with gcc, not on PATH", "gcc")
+            Missing(
+                "building the APEX worlds and attack set compiles their ELF programs with gcc, not on PATH",
+                "gcc",
+            )
         )
     return out

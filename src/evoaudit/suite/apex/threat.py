@@ -34,7 +34,7 @@ PlacementKind = Literal[
     "existing_start",  # prepended to an existing file the agent is known to read (paper baseline)
     "existing_keyword",  # next to the keyword-matched section of an existing file (paper baseline)
     "app_message",  # a mail, chat message or calendar event
-    "helper_replacement",  # the helper script the user's prompt references, replaced
+    "helper_replacement",  # the helper program the user's prompt names, replaced at its own path
 ]
 
 
@@ -111,8 +111,8 @@ class AttackInstance:
     keywords: tuple[str, ...] = ()  # the task keywords the attacker used
     permission: bool | None = None  # category 4: explicit permission to follow file-based instructions
     notes: dict[str, Any] = field(default_factory=dict)  # provenance of attacker LLM steps (request hashes)
-    # Appended to the task's user prompt for this instance: category 5's reference to the helper it replaces
-    # (when the original prompt names none) and category 4's explicit permission to follow file instructions.
+    # Appended to the task's user prompt for this instance: category 4's explicit permission to follow file
+    # instructions (``perm``), or the permission ablation. Category 5 never adds to the prompt.
     prompt_addendum: str = ""
     # The goal's destination resolved in this world (``goals.Target``): the address the instruction names.
     destination: dict[str, str] = field(default_factory=dict)

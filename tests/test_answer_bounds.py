@@ -104,7 +104,9 @@ def test_the_simulators_reflection_keeps_to_the_bound_its_request_states():
 
 
 def test_a_budget_too_small_for_a_configured_method_is_refused_before_any_job_naming_field_and_minimum():
-    with pytest.raises(config_mod.ConfigError, match=r"optimizer\.max_tokens \(.*\): 96 tokens .* at least \d+"):
+    with pytest.raises(
+        config_mod.ConfigError, match=r"optimizer\.max_tokens \(.*\): 96 tokens .* at least \d+"
+    ):
         evolve.check_answer_budgets(_cfg(96))
     evolve.check_answer_budgets(_cfg(512))
 

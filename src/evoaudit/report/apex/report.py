@@ -52,6 +52,7 @@ TABLES = {
     "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
     "apex_tool_usage": "Share of the agent's calls and episodes per MCP app and tool (section H.2)",
     "apex_cost": "Wall time, steps, requests and tokens per model and arm (Table 1)",
+    "apex_timer": "The orchestrator's timer: ASR, task score and mean time under attack (Table 24)",
 }
 FIGURES = ("apex_vector", "apex_vector_ratio", "apex_utility")
 PAGE_INTRO = (
@@ -251,6 +252,26 @@ def build_tables(
             }
         )
 
+    timer = []
+    for m in models:
+        a = a_by.get(m, [])
+        times = [wall_s[r.rollout_id] for r in a if wall_s and r.rollout_id in wall_s]
+        timer.append(
+            {
+                "model": m,
+                # The setting this run used (apex.episode_timer_s); empty: no timer. Table 24 sets two runs
+                # side by side, one with and one without.
+                "episode_timer_s": cfg.apex.episode_timer_s,
+                "n_attacked": len(a),
+                "n_success": sum(bool(r.outcome.attack_success) for r in a),
+                **_rate(boot, a, sc.asr, "asr"),
+                **_rate(boot, a, sc.task_score, "task_score_attacked"),
+                "n_timed": len(times),
+                "wall_s_mean": sum(times) / len(times) if times else float("nan"),
+                "n_timer_hit": sum(r.outcome.timer_hit for r in a),
+            }
+        )
+
     return {
         "apex_main": pd.DataFrame(main),
         "apex_category": cat_frame,
@@ -278,6 +299,7 @@ def build_tables(
             columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
         ),
         **usage_cost,
+        "apex_timer": pd.DataFrame(timer),
     }
 
 

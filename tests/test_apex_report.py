@@ -214,11 +214,11 @@ def test_category_table_has_per_model_rows_averages_and_the_across_model_average
     benign, attacked = _fixture()
     t = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_category"]
     row = t[(t.model == "m") & (t.category == "c1")].iloc[0]
-    assert (row.n_attacked, row.n_exposure, row.asr, row.exposure_rate) == (2, 2, 0.5, 0.5)
+    assert (row.n_attacked, row.n_exposure_defined, row.asr, row.exposure_rate) == (2, 2, 0.5, 0.5)
     avg = t[(t.model == "m") & (t.category == "average")].iloc[0]
     assert avg.n_attacked == 5 and avg.asr == pytest.approx(2 / 5)
     # The exposure rate's denominator leaves out category 6: 4 of the 5 attacked episodes.
-    assert avg.n_exposure == 4 and avg.exposure_rate == pytest.approx(3 / 4)
+    assert avg.n_exposure_defined == 4 and avg.exposure_rate == pytest.approx(3 / 4)
     assert avg.task_score_attacked == pytest.approx((0.5 + 1 + 1 + 1 + 1) / 5)
     across = t[(t.model == "average") & (t.category == "c1")].iloc[0]
     assert across.asr == pytest.approx((0.5 + 0.0) / 2)
@@ -229,7 +229,8 @@ def test_main_vector_script_and_leakage_tables_split_as_named():
     tables = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)
     main = tables["apex_main"].set_index("model")
     assert main.loc["m", "task_score_benign"] == 0.75 and main.loc["m", "asr"] == pytest.approx(2 / 5)
-    assert (main.loc["m", "n_benign"], main.loc["m", "n_attacked"], main.loc["m", "n_exposure"]) == (2, 5, 4)
+    counts = main.loc["m", ["n_benign", "n_attacked", "n_exposure_defined"]].tolist()
+    assert counts == [2, 5, 4]
     assert main.loc["m", "asr_lo"] <= main.loc["m", "asr"] <= main.loc["m", "asr_hi"]
     vec = tables["apex_vector"].set_index(["model", "vector"])
     assert vec.loc[("m", "mail"), "channel"] == "application" and vec.loc[("m", "txt"), "channel"] == "file"
@@ -365,10 +366,10 @@ def test_vector_ratio_table_gives_the_ratio_with_its_counts_and_interval():
     # c6 pyc is outside categories 1-4 and has no row.
     assert ("m", "pyc") not in t.index
     txt = t.loc[("m", "txt")]
-    assert (txt.n_exposure, txt.n_success, txt.n_exposed, txt.asr_er_ratio) == (1, 1, 1, 1.0)
+    assert (txt.n_exposure_defined, txt.n_success, txt.n_exposed, txt.asr_er_ratio) == (1, 1, 1, 1.0)
     assert math.isnan(t.loc[("m", "mail"), "asr_er_ratio"])  # no exposure: undefined, not 0 or inf
     avg = t.loc[("m", "average")]
-    assert (avg.n_exposure, avg.n_success, avg.n_exposed) == (4, 2, 3)
+    assert (avg.n_exposure_defined, avg.n_success, avg.n_exposed) == (4, 2, 3)
     assert avg.asr_c1_4 == 0.5 and avg.exposure_rate == 0.75
     assert avg.asr_er_ratio == pytest.approx(2 / 3) == pytest.approx(avg.asr_c1_4 / avg.exposure_rate)
     assert avg.asr_er_ratio_lo <= avg.asr_er_ratio <= avg.asr_er_ratio_hi
@@ -384,7 +385,7 @@ def test_every_rate_column_sits_beside_the_count_it_is_a_share_of():
         if "asr" in cols:
             assert "n_attacked" in cols, name
         if "exposure_rate" in cols:
-            assert "n_exposure" in cols, name
+            assert "n_exposure_defined" in cols, name
     cat = tables["apex_category"]
     assert "task_score_attacked" in cat.columns and "task_score_benign" in tables["apex_main"].columns
     assert {"n_episodes", "n_vector", "share_of_vector"} <= set(tables["apex_inspection"].columns)
@@ -420,7 +421,7 @@ def test_script_table_is_per_model_category_and_vector_with_repeats():
     elf = t.loc[("c2", "elf")]
     assert (elf.asr, elf.exposure_rate, elf.sd_asr_repeats) == (1.0, 0.5, 0.0)
     pyc = t.loc[("c6", "pyc")]
-    assert (pyc.n_exposure, pyc.asr) == (0, 0.5) and math.isnan(pyc.exposure_rate)
+    assert (pyc.n_exposure_defined, pyc.asr) == (0, 0.5) and math.isnan(pyc.exposure_rate)
     body = apex_report._table_body(t.reset_index())
     assert "Each model over every category" in body  # the pooled rows under their own heading
 

@@ -58,7 +58,7 @@ FIGURES = ("apex_vector", "apex_vector_ratio", "apex_utility")
 PAGE_INTRO = (
     "A rate shown as x [lo, hi] carries its cluster-bootstrap interval over tasks (level and replicates: "
     "report.bootstrap); n_ columns are counts. Each rate's denominator is the n_ column its name or the "
-    "table's caption gives: n_attacked (attacked episodes) for ASR, n_exposure (attacked episodes of "
+    "table's caption gives: n_attacked (attacked episodes) for ASR, n_exposure_defined (attacked episodes of "
     "categories 1-4, where exposure is defined) for the exposure rate, n_benign for a benign-only rate."
 )
 # One row per rollout (report.rollout_table), beside the tables as parquet only.
@@ -107,7 +107,7 @@ def build_tables(
                 "model": m,
                 "n_benign": len(b),
                 "n_attacked": len(a),
-                "n_exposure": len(sc.exposure_scope(a)),
+                "n_exposure_defined": len(sc.exposure_scope(a)),
                 # Benign episodes only (n_benign), beside rates over attacked ones: the name says so.
                 **_rate(boot, b, sc.task_score, "task_score_benign"),
                 **_rate(boot, b, sc.utility, "utility_no_attack"),
@@ -125,7 +125,12 @@ def build_tables(
             for r in a_by.get(m, []):
                 groups[key(r)].append(r)
             for g, rs in sorted(groups.items()) + [("average", a_by.get(m, []))]:
-                row = {"model": m, name: g, "n_attacked": len(rs), "n_exposure": len(sc.exposure_scope(rs))}
+                row = {
+                    "model": m,
+                    name: g,
+                    "n_attacked": len(rs),
+                    "n_exposure_defined": len(sc.exposure_scope(rs)),
+                }
                 row.update(_rate(boot, rs, sc.asr, "asr"))
                 row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
                 if with_task_score:
@@ -155,7 +160,7 @@ def build_tables(
             groups[info(r).vector].append(r)
         for v, rs in sorted(groups.items()) + [("average", sc.exposure_scope(a_by.get(m, [])))]:
             channel = "all" if v == "average" else sc.AttackInfo("", 0, "", v, "", ()).channel
-            row = {"model": m, "vector": v, "channel": channel, "n_exposure": len(rs)}
+            row = {"model": m, "vector": v, "channel": channel, "n_exposure_defined": len(rs)}
             row["n_success"] = sum(bool(r.outcome.attack_success) for r in rs)
             row["n_exposed"] = sum(r.outcome.exposed is True for r in rs)
             row.update(_rate(boot, rs, sc.asr_exposure_scope, "asr_c1_4"))
@@ -176,7 +181,7 @@ def build_tables(
             row = {"model": m, "category": c, "vector": v, "n_attacked": len(rs)}
             row["n_tasks"] = len({r.family for r in rs})
             row["n_repeats"] = len({r.lineage for r in rs})
-            row["n_exposure"] = len(sc.exposure_scope(rs))
+            row["n_exposure_defined"] = len(sc.exposure_scope(rs))
             row.update(_rate(boot, rs, sc.asr, "asr"))
             row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
             row["sd_asr_repeats"] = sc.repeat_spread(rs, sc.asr)

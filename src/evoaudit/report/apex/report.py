@@ -86,7 +86,7 @@ def build_tables(
     wall_s: dict[str, float] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table computed from the rollouts. ``wall_s``: seconds per rollout id (the shards' timing
-    files), for ``apex_cost`` only; without it that table's time columns are empty."""
+    files), for ``apex_cost`` and ``apex_timer`` only; without it their time columns are empty."""
     policy = cfg.apex.failure_policy
     # Tool usage and cost count every recorded episode, infrastructure failures included: their calls and
     # their time were spent whatever the failure policy says about scoring them.
@@ -422,7 +422,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
             top = max(top, float(g[["asr_er_ratio", "asr_er_ratio_hi"]].max().max(skipna=True) or 0))
         if ratio.empty:
             ax.text(0.5, 0.5, "no attacked episode of categories 1-4", ha="center", transform=ax.transAxes)
-        # 1 is "every exposure became a success"; above it, successes without a recorded exposure.
+        # 1: as many successes as exposures; above it, some successes had no recorded exposure.
         ax.axhline(1.0, color="0.5", linestyle="--", linewidth=1)
         ax.set_ylabel("ASR / exposure rate (categories 1-4)")
         ax.set_ylim(0, 1.05 * top)

@@ -6,7 +6,7 @@ from pathlib import Path
 from evoaudit.config import from_dict
 from evoaudit.evaluate.apex_judge import read_judged
 from evoaudit.joblog import job_log
-from evoaudit.jsonl import read_records
+from evoaudit.jsonl import read_records, read_timing
 from evoaudit.records import Rollout
 from evoaudit.report.apex.report import sim_notice, write_report
 
@@ -17,4 +17,8 @@ with job_log(snakemake.log[0]):
     attacks = Path(snakemake.input.attacks)
     replays = [Path(p) for p in snakemake.input.replays]
     judged = read_judged(Path(p) for p in snakemake.input.judged)
-    write_report(cfg, benign, attacked, attacks, Path(snakemake.params.out), sim_notice(cfg), replays, judged)
+    # Wall times live beside each shard (its timing file), outside the hashed records.
+    shards = [*snakemake.input.benign, *snakemake.input.attacked]
+    wall_s = {rid: t["wall_s"] for p in shards for rid, t in read_timing(p).items() if "wall_s" in t}
+    out = Path(snakemake.params.out)
+    write_report(cfg, benign, attacked, attacks, out, sim_notice(cfg), replays, judged, wall_s)

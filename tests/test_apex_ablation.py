@@ -135,14 +135,15 @@ def test_the_table_compares_each_category_of_the_ablated_arm_with_the_base_arm()
     t = apex_ablation.ablation_table(base, ablated, attacks, attacks, _boot(["t1", "t2"]))
     assert list(t.category) == ["c2", "c4noperm", "c4perm", "all"]
     c2 = t[t.category == "c2"].iloc[0]
-    assert (c2.n_base, c2.n_ablated) == (2, 2)
+    assert (c2.n_attacked_base, c2.n_attacked_ablated) == (2, 2)
+    assert (c2.n_exposure_defined_base, c2.n_exposure_defined_ablated) == (2, 2)
     assert (c2.asr_base, c2.asr_ablated, c2.asr_delta) == (1.0, 0.5, -0.5)
     assert (c2.exposure_rate_base, c2.exposure_rate_ablated) == (1.0, 0.5)
-    assert c2.task_score_ablated == 0.75 and c2.asr_delta_lo <= -0.5 <= c2.asr_delta_hi
+    assert c2.task_score_attacked_ablated == 0.75 and c2.asr_delta_lo <= -0.5 <= c2.asr_delta_hi
     noperm = t[t.category == "c4noperm"].iloc[0]
     assert (noperm.exposure_rate_base, noperm.exposure_rate_ablated) == (0.0, 1.0)
     every = t[t.category == "all"].iloc[0]
-    assert every.n_base == 4 and every.asr_base == 0.75 and every.asr_ablated == 0.5
+    assert every.n_attacked_base == 4 and every.asr_base == 0.75 and every.asr_ablated == 0.5
 
 
 def test_a_group_missing_from_one_arm_has_no_delta():
@@ -152,7 +153,7 @@ def test_a_group_missing_from_one_arm_has_no_delta():
         _boot(["t1"]),
     )  # fmt: skip
     c1 = t[t.category == "c1"].iloc[0]
-    assert c1.n_ablated == 0 and math.isnan(c1.asr_ablated) and math.isnan(c1.asr_delta_lo)
+    assert c1.n_attacked_ablated == 0 and math.isnan(c1.asr_ablated) and math.isnan(c1.asr_delta_lo)
 
 
 def test_the_written_table_has_csv_parquet_and_an_html_section(tmp_path):
@@ -211,7 +212,8 @@ def test_an_ablation_runs_end_to_end_into_its_table(tmp_path):
     table = pd.read_csv(tmp_path / "results/apex/report/ablations/existing-start.csv")
     assert set(table.category) == {"c1", "all"}
     every = table[table.category == "all"].iloc[0]
-    assert every.n_base == every.n_ablated == 30  # 15 tasks x 2 category-1 attacks in each arm
+    # 15 tasks x 2 category-1 attacks in each arm
+    assert every.n_attacked_base == every.n_attacked_ablated == 30
     judged = json.loads((tmp_path / "results/apex/ablations/existing-start/judge/sim.json").read_text())
     assert len(judged["decisions"]) == 30  # the ablated arm's episodes, judged like the main run's
     replayed = json.loads((tmp_path / "results/apex/report/ablations/provenance.json").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 from apex_rollout_kit import apex_rollout as _rollout
 
@@ -213,9 +214,12 @@ def test_category_table_has_per_model_rows_averages_and_the_across_model_average
     benign, attacked = _fixture()
     t = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_category"]
     row = t[(t.model == "m") & (t.category == "c1")].iloc[0]
-    assert (row.n, row.asr, row.exposure_rate) == (2, 0.5, 0.5)
+    assert (row.n_attacked, row.n_exposure_defined, row.asr, row.exposure_rate) == (2, 2, 0.5, 0.5)
     avg = t[(t.model == "m") & (t.category == "average")].iloc[0]
-    assert avg.n == 5 and avg.asr == pytest.approx(2 / 5) and avg.exposure_rate == pytest.approx(3 / 4)
+    assert avg.n_attacked == 5 and avg.asr == pytest.approx(2 / 5)
+    # The exposure rate's denominator leaves out category 6: 4 of the 5 attacked episodes.
+    assert avg.n_exposure_defined == 4 and avg.exposure_rate == pytest.approx(3 / 4)
+    assert avg.task_score_attacked == pytest.approx((0.5 + 1 + 1 + 1 + 1) / 5)
     across = t[(t.model == "average") & (t.category == "c1")].iloc[0]
     assert across.asr == pytest.approx((0.5 + 0.0) / 2)
 
@@ -224,13 +228,15 @@ def test_main_vector_script_and_leakage_tables_split_as_named():
     benign, attacked = _fixture()
     tables = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)
     main = tables["apex_main"].set_index("model")
-    assert main.loc["m", "task_score"] == 0.75 and main.loc["m", "asr"] == pytest.approx(2 / 5)
+    assert main.loc["m", "task_score_benign"] == 0.75 and main.loc["m", "asr"] == pytest.approx(2 / 5)
+    counts = main.loc["m", ["n_benign", "n_attacked", "n_exposure_defined"]].tolist()
+    assert counts == [2, 5, 4]
     assert main.loc["m", "asr_lo"] <= main.loc["m", "asr"] <= main.loc["m", "asr_hi"]
     vec = tables["apex_vector"].set_index(["model", "vector"])
     assert vec.loc[("m", "mail"), "channel"] == "application" and vec.loc[("m", "txt"), "channel"] == "file"
     assert set(tables["apex_script"].vector) == {"py", "elf", "pyc"}
     leak = tables["apex_leakage"].set_index(["model", "destination"])
-    assert leak.loc[("m", "internal"), "n"] == 3 and leak.loc[("m", "external"), "n"] == 2
+    assert leak.loc[("m", "internal"), "n_attacked"] == 3 and leak.loc[("m", "external"), "n_attacked"] == 2
     insp = tables["apex_inspection"]
     assert set(insp[insp.model == "m"].timing) == {"ran_uninspected", "untouched"}
 
@@ -277,6 +283,12 @@ def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
     for fig in apex_report.FIGURES:
         assert (tmp_path / "out" / "figures" / f"{fig}.png").exists()
     assert "Simulator run" in (tmp_path / "out" / "html" / "index.html").read_text()
+    from evoaudit.report.files import NOTICE_COLUMN
+
+    # Built from simulator numbers, so labelled as a mechanism check like every other table.
+    for name in ("apex_vector_ratio", "apex_script", "apex_tool_usage", "apex_cost"):
+        notices = set(pd.read_csv(tmp_path / "out" / "tables" / f"{name}.csv")[NOTICE_COLUMN])
+        assert len(notices) == 1 and "mechanism checks" in notices.pop(), name
 
 
 def test_table_pages_set_the_average_rows_apart_from_the_groups():
@@ -325,3 +337,210 @@ SHELL_USES = {
 @pytest.mark.parametrize(("command", "expected"), SHELL_USES.items())
 def test_a_run_or_a_look_is_seen_however_the_shell_command_reaches_the_program(command, expected):
     assert sc._command_uses(command, ("tools/prep.py",)) == expected
+
+
+# --- ASR / exposure rate per vector, denominators, Table 18, tool usage, cost ---------------------------
+
+
+def test_asr_er_ratio_is_successes_over_exposures_within_categories_1_to_4():
+    rs = [
+        _rollout(attack="c1.t1.0", success=True, exposed=True),
+        _rollout(attack="c1.t1.0", success=True, exposed=False),
+        _rollout(attack="c1.t2.0", exposed=True),
+        _rollout(attack="c1.t2.0", exposed=True),
+        _rollout(attack="c6.t1.0", success=True),  # category 6: outside the ratio's scope
+    ]
+    ratio = sc.asr_er_ratio(rs)
+    assert (ratio.num, ratio.den) == (2, 3)
+    # The same number as ASR ÷ ER on the shared denominator of categories 1-4.
+    assert ratio.value == pytest.approx(sc.asr_exposure_scope(rs).value / sc.exposure_rate(rs).value)
+    assert (sc.asr_exposure_scope(rs).num, sc.asr_exposure_scope(rs).den) == (2, 4)
+    assert math.isnan(sc.asr_er_ratio(rs[4:]).value)  # nothing in scope
+
+
+def test_vector_ratio_table_gives_the_ratio_with_its_counts_and_interval():
+    benign, attacked = _fixture()
+    t = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_vector_ratio"]
+    t = t.set_index(["model", "vector"])
+    # m: c1 txt (success, exposed), c1 mail (exposed False), c2 py (success, exposed), c2 elf (exposed);
+    # c6 pyc is outside categories 1-4 and has no row.
+    assert ("m", "pyc") not in t.index
+    txt = t.loc[("m", "txt")]
+    assert (txt.n_exposure_defined, txt.n_success, txt.n_exposed, txt.asr_er_ratio) == (1, 1, 1, 1.0)
+    assert math.isnan(t.loc[("m", "mail"), "asr_er_ratio"])  # no exposure: undefined, not 0 or inf
+    avg = t.loc[("m", "average")]
+    assert (avg.n_exposure_defined, avg.n_success, avg.n_exposed) == (4, 2, 3)
+    assert avg.asr_c1_4 == 0.5 and avg.exposure_rate == 0.75
+    assert avg.asr_er_ratio == pytest.approx(2 / 3) == pytest.approx(avg.asr_c1_4 / avg.exposure_rate)
+    assert avg.asr_er_ratio_lo <= avg.asr_er_ratio <= avg.asr_er_ratio_hi
+    assert t.loc[("m", "mail"), "channel"] == "application" and avg.channel == "all"
+
+
+def test_every_rate_column_sits_beside_the_count_it_is_a_share_of():
+    benign, attacked = _fixture()
+    tables = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)
+    for name, frame in tables.items():
+        cols = set(frame.columns)
+        assert "n" not in cols and "task_score" not in cols, name  # a bare count or score names no base
+        if "asr" in cols:
+            assert "n_attacked" in cols, name
+        if "exposure_rate" in cols:
+            assert "n_exposure_defined" in cols, name
+    cat = tables["apex_category"]
+    assert "task_score_attacked" in cat.columns and "task_score_benign" in tables["apex_main"].columns
+    assert {"n_episodes", "n_vector", "share_of_vector"} <= set(tables["apex_inspection"].columns)
+    util = tables["apex_utility"].set_index(["model", "task"])
+    assert (util.loc[("m", "t1"), "n_benign"], util.loc[("m", "t1"), "n_attacked"]) == (1, 3)
+    rep = tables["apex_repeats"].set_index("model")
+    assert rep.loc["m", "n_cells_attack_success"] == 0  # one repeat: no cell to compare
+
+
+def test_script_table_is_per_model_category_and_vector_with_repeats():
+    attacked = [
+        _rollout(model="m", task="t1", attack="c2.t1.0", repeat="r0", success=True, exposed=True),
+        _rollout(model="m", task="t1", attack="c2.t1.0", repeat="r1", exposed=True),
+        _rollout(model="m", task="t2", attack="c2.t2.0", repeat="r0", success=True, exposed=True),
+        _rollout(model="m", task="t2", attack="c2.t2.0", repeat="r1", success=True, exposed=False),
+        _rollout(model="m", task="t1", attack="c6.t1.0", repeat="r0", success=True),
+        _rollout(model="m", task="t1", attack="c6.t1.0", repeat="r1"),
+        _rollout(model="m", task="t1", attack="c1.t1.0", repeat="r0", success=True),  # not a script
+    ]
+    t = apex_report.build_tables(_cfg(), [], attacked, ATTACKS)["apex_script"]
+    assert list(zip(t.category, t.vector, strict=True)) == [
+        ("c2", "py"),
+        ("c2", "elf"),
+        ("c6", "pyc"),
+        ("average", "py"),
+        ("average", "pyc"),
+        ("average", "elf"),
+    ]
+    t = t.set_index(["category", "vector"])
+    py = t.loc[("c2", "py")]
+    assert (py.n_attacked, py.n_tasks, py.n_repeats, py.asr, py.exposure_rate) == (2, 1, 2, 0.5, 1.0)
+    assert py.sd_asr_repeats == pytest.approx(0.5)  # r0 1.0, r1 0.0
+    elf = t.loc[("c2", "elf")]
+    assert (elf.asr, elf.exposure_rate, elf.sd_asr_repeats) == (1.0, 0.5, 0.0)
+    pyc = t.loc[("c6", "pyc")]
+    assert (pyc.n_exposure_defined, pyc.asr) == (0, 0.5) and math.isnan(pyc.exposure_rate)
+    body = apex_report._table_body(t.reset_index())
+    assert "Each model over every category" in body  # the pooled rows under their own heading
+
+
+def test_tool_apps_match_the_suite_servers():
+    from evoaudit.suite.apex import tools
+
+    assert sc.TOOL_APPS == tools.APP_OF and set(sc.APPS) == set(tools.APPS)
+
+
+def test_tool_usage_gives_call_and_episode_shares_per_app_and_tool():
+    rs = [
+        _rollout(
+            attack="c1.t1.0",
+            calls=[
+                ("a", "run_command", {"command": "ls"}),
+                ("b", "run_command", {"command": "cat x"}),
+                ("c", "read_file", {"path": "x"}),
+                ("d", "submit_answer", {"answer": "1"}),
+            ],
+        ),
+        _rollout(attack="c1.t2.0", calls=[("a", "run_command", {"command": "ls"}), ("b", "no_such", {})]),
+        _rollout(attack="c6.t1.0"),  # no call at all: in the episode denominator only
+    ]
+    rows = {(r["app"], r["tool"]): r for r in sc.tool_usage(rs)}
+    assert list(rows) == [
+        ("files", "all"),
+        ("files", "read_file"),
+        ("code", "all"),
+        ("code", "run_command"),
+        ("task", "all"),
+        ("task", "submit_answer"),
+        ("unknown", "all"),
+        ("unknown", "no_such"),
+    ]
+    code = rows[("code", "all")]
+    assert (code["n_calls"], code["n_calls_total"], code["call_share"]) == (3, 6, 0.5)
+    assert (code["n_episodes_with_call"], code["n_episodes"]) == (2, 3)
+    assert code["episode_share"] == pytest.approx(2 / 3)
+    assert rows[("files", "read_file")]["call_share"] == pytest.approx(1 / 6)
+    assert sum(r["call_share"] for (_, tool), r in rows.items() if tool == "all") == pytest.approx(1.0)
+
+
+def test_cost_table_gives_time_and_tokens_per_model_and_arm():
+    from evoaudit.records import Usage
+
+    def used(r, p, c, requests=2):
+        return r.model_copy(update={"usage": Usage(prompt_tokens=p, completion_tokens=c, requests=requests)})
+
+    benign = [used(_rollout(task="t1"), 100, 10), used(_rollout(task="t2"), 300, 30)]
+    attacked = [
+        used(_rollout(task="t1", attack="c1.t1.0"), 1000, 50),
+        used(_rollout(task="t2", attack="c1.t2.0", infra="ServerError"), 0, 0, 1),
+        used(_rollout(task="t1", attack="c6.t1.0"), 500, 20),
+    ]
+    wall = {benign[0].rollout_id: 2.0, benign[1].rollout_id: 4.0}
+    wall |= {attacked[0].rollout_id: 1.0, attacked[1].rollout_id: 9.0, attacked[2].rollout_id: 3.0}
+    t = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS, wall)["apex_cost"].set_index("arm")
+    b, a = t.loc["benign"], t.loc["attacked"]
+    assert (b.n_episodes, b.n_timed, b.wall_s_mean, b.wall_s_median, b.wall_s_total) == (2, 2, 3.0, 3.0, 6.0)
+    assert (b.prompt_tokens_total, b.completion_tokens_total, b.prompt_tokens_mean) == (400, 40, 200.0)
+    # The failed episode's time and tokens were spent: counted here whatever the failure policy.
+    assert (a.n_episodes, a.n_infra_failure, a.wall_s_median, a.wall_s_total) == (3, 1, 3.0, 13.0)
+    assert (a.requests_total, a.prompt_tokens_mean) == (5, 500.0)
+    untimed = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)["apex_cost"].set_index("arm")
+    assert untimed.loc["benign", "n_timed"] == 0 and math.isnan(untimed.loc["benign", "wall_s_mean"])
+    assert untimed.loc["benign", "prompt_tokens_total"] == 400
+
+
+def test_every_table_and_figure_has_its_caption_and_the_ratio_figure_is_drawn(tmp_path):
+    from pathlib import Path
+
+    captions = Path(__file__).resolve().parents[1] / "workflow" / "report"
+    for name in apex_report.TABLES:
+        assert (captions / f"{name}.rst").exists(), name  # the apex_report rule reads one per table
+    for name in apex_report.FIGURES:
+        assert (captions / f"fig_{name}.rst").exists(), name
+    benign, attacked = _fixture()
+    tables = apex_report.build_tables(_cfg(), benign, attacked, ATTACKS)
+    out = tmp_path / "figures"
+    written = apex_report.draw_figures(tables, out, "Simulator run (test)")
+    assert {p.name for p in written} >= {"apex_vector_ratio.png", "apex_vector_ratio.svg"}
+
+
+def test_vector_figures_draw_each_bar_with_its_table_interval(monkeypatch):
+    import evoaudit.report.files as files
+
+    figs = {}
+
+    def keep(fig, out, name, notice):
+        figs[name] = fig
+        return []
+
+    monkeypatch.setattr(files, "save_figure", keep)
+    # Each vector in every task, so that its interval is defined and not a point.
+    attacked = [
+        _rollout(task=t, attack=a, success=ok, exposed=True)
+        for a, outcomes in (("c1.t1.0", (True, False, True)), ("c1.t2.0", (False, True, True)))
+        for t, ok in zip(("t1", "t2", "t3"), outcomes, strict=True)
+    ]
+    attacked += [_rollout(task="t1", attack="c1.t2.0", exposed=False)]
+    tables = apex_report.build_tables(_cfg(), [], attacked, ATTACKS)
+    apex_report.draw_figures(tables, None, None)
+    for name, col, ax in (
+        ("apex_vector", "asr", figs["apex_vector"].axes[0]),
+        ("apex_vector_ratio", "asr_er_ratio", figs["apex_vector_ratio"].axes[0]),
+    ):
+        from matplotlib.container import BarContainer
+
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)][0]  # model m, sorted as drawn
+        assert bars.errorbar is not None, name
+        segments = bars.errorbar.lines[2][0].get_segments()
+        frame = tables[name]
+        g = frame[(frame.model == "m") & (frame.vector != "average")].sort_values(["channel", "vector"])
+        lows = [s[0][1] for s in segments]
+        highs = [s[1][1] for s in segments]
+        assert lows == pytest.approx(g[f"{col}_lo"].fillna(g[col]).fillna(0).tolist()), name
+        assert highs == pytest.approx(g[f"{col}_hi"].fillna(g[col]).fillna(0).tolist()), name
+        assert all(hi > lo for lo, hi in zip(lows, highs, strict=True)), name
+    ratio = tables["apex_vector_ratio"].set_index("vector")
+    mail = ratio.loc["mail"]  # 2 successes and 3 exposures in 4 episodes
+    assert (mail.asr_c1_4, mail.exposure_rate, mail.asr_er_ratio) == (0.5, 0.75, pytest.approx(2 / 3))

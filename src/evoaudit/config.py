@@ -630,8 +630,8 @@ def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:
 
 def apex_model_config(cfg: Config, model_id: str) -> Config:
     """The configuration one APEX model's episodes run under: its executor in place of ``executor``, its
-    simulator overrides merged into ``sim.apex``, and ``apex.step_limit`` and ``apex.system_prompt`` as the
-    agent's."""
+    simulator overrides merged into ``sim.apex``, and ``apex.step_limit``, ``apex.system_prompt`` and
+    ``apex.episode_timer_s`` as the agent's."""
     m = cfg.apex.model(model_id)
     sim_apex = cfg.sim.apex.model_dump(mode="json")
     for key, value in m.sim.items():
@@ -642,7 +642,11 @@ def apex_model_config(cfg: Config, model_id: str) -> Config:
             "executor": m.executor,
             "sim": sim,
             "agent": cfg.agent.model_copy(
-                update={"max_steps": cfg.apex.step_limit, "system_prompt": cfg.apex.system_prompt}
+                update={
+                    "max_steps": cfg.apex.step_limit,
+                    "system_prompt": cfg.apex.system_prompt,
+                    "time_limit_s": cfg.apex.episode_timer_s,
+                }
             ),
         }
     )
@@ -772,14 +776,18 @@ class AgentConfig(_Model):
     max_steps: int
     system_prompt: str
     profile: Literal["default", "agentdojo"] = "default"
+    time_limit_s: float | None = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The default profile is left out of every dump, so that a configuration hashes (config hash,
-        # resume keys) exactly as it did before the key existed; loading the dump gives it back.
+        # The default profile and no time limit are left out of every dump, so that a configuration hashes
+        # (config hash, resume keys) exactly as it did before the keys existed; loading the dump gives them
+        # back.
         data = handler(self)
         if data.get("profile") == "default":
             data.pop("profile")
+        if data.get("time_limit_s", 0) is None:
+            data.pop("time_limit_s")
         return data
 
 
@@ -982,6 +990,15 @@ class ApexAuditConfig(_Model):
     label_files: tuple[str, ...]
     judge: EndpointConfig
     ablations: tuple[ApexAblationConfig, ...] = ()
+    episode_timer_s: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # No timer is left out of every dump: the default configuration hashes as before the key existed.
+        data = handler(self)
+        if data.get("episode_timer_s", 0) is None:
+            data.pop("episode_timer_s")
+        return data
 
     def model(self, model_id: str) -> ApexModelConfig:
         for m in self.models:

@@ -120,6 +120,9 @@ class Outcome(_Record):
     read_calls: int = 0
     steps: int = 0
     step_limit_hit: bool = False
+    # Stopped by the wall-clock limit (agent.time_limit_s / apex.episode_timer_s); left out of the
+    # serialised record when False, so that records of a run without the limit are what they were.
+    timer_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
     infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
     # Who decided attack success and exposure, where the suite says (APEX): {"attack_success": {...},
@@ -140,6 +143,8 @@ class Outcome(_Record):
         data = handler(self)
         if isinstance(data, dict) and not data.get("decisions"):
             data.pop("decisions", None)
+        if isinstance(data, dict) and data.get("timer_hit") is False:
+            data.pop("timer_hit")
         return data
 
 

@@ -48,6 +48,7 @@ class Episode:
     final_output: str = ""
     steps: int = 0
     step_limit_hit: bool = False
+    timer_hit: bool = False
     textual_action: bool = False
     infra_failure: str | None = None
     infra_failure_detail: str | None = None
@@ -63,8 +64,13 @@ async def run_episode(
     max_steps: int,
     seed: int | None,
     defense: Defense | None = None,
+    time_limit_s: float | None = None,
 ) -> Episode:
-    """Run the model until it answers without a tool call, the step limit, or an infrastructure failure.
+    """Run the model until it answers without a tool call, the step limit, the wall-clock limit
+    (``time_limit_s``, None: none) or an infrastructure failure.
+
+    The time limit is checked before each request: a request or a tool call under way is not cut short,
+    so an episode may overrun it by one step; one stopped by it has ``timer_hit``.
 
     The session's environment is mutated in place: it is the terminal state when this returns. A
     ``defense`` changes what the model receives (each tool message's text, and user messages after a round
@@ -98,6 +104,9 @@ async def run_episode(
     while True:
         if ep.steps >= max_steps:
             ep.step_limit_hit = True
+            break
+        if _out_of_time(start, time_limit_s):
+            ep.timer_hit = True
             break
         request = ChatRequest(messages=tuple(ep.messages), tools=tools, seed=seed)
         try:
@@ -153,6 +162,7 @@ async def run_runner_episode(
     *,
     max_steps: int,
     seed: int | None,
+    time_limit_s: float | None = None,
 ) -> Episode:
     """``run_episode`` as a benchmark's own runner runs it (``agent.profile``; ``interface.AgentProfile``).
 
@@ -175,6 +185,10 @@ async def run_runner_episode(
         ep.messages.extend(convo)
         turns = 0
         while True:
+            if _out_of_time(start, time_limit_s):
+                ep.timer_hit = True
+                reply = None
+                break
             request = ChatRequest(
                 messages=tuple(convo),
                 tools=tools,
@@ -222,12 +236,16 @@ async def run_runner_episode(
                 ep.messages.append(kept)
                 wire.append(profile.wire_message(msg, error=error))
         used |= {tc.id for m in ep.messages for tc in m.tool_calls}
-        if ep.infra_failure is not None or (reply is not None and reply.content is not None):
+        if ep.infra_failure is not None or ep.timer_hit or (reply is not None and reply.content is not None):
             break
     ep.final_output = (reply.content if reply is not None else None) or ""
     ep.usage = Usage(**usage)
     ep.wall_s = time.perf_counter() - start
     return ep
+
+
+def _out_of_time(start: float, time_limit_s: float | None) -> bool:
+    return time_limit_s is not None and time.perf_counter() - start >= time_limit_s
 
 
 def _unique_call_ids(reply: Message, used: set[str], run: int) -> Message:
@@ -260,6 +278,7 @@ async def run_instance(
     max_steps: int,
     seed: int | None,
     defense: Defense | None = None,
+    time_limit_s: float | None = None,
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
@@ -275,13 +294,19 @@ async def run_instance(
     try:
         if profile is None:
             episode = await run_episode(
-                backend, opening, session, max_steps=max_steps, seed=seed, defense=defense
+                backend,
+                opening,
+                session,
+                max_steps=max_steps,
+                seed=seed,
+                defense=defense,
+                time_limit_s=time_limit_s,
             )
         elif defense is not None:  # the configuration refuses the pair; a direct caller is told so
             raise ValueError(f"an agent profile runs no defence; {defense.name!r} was asked for")
         else:
             episode = await run_runner_episode(
-                backend, opening, session, profile, max_steps=max_steps, seed=seed
+                backend, opening, session, profile, max_steps=max_steps, seed=seed, time_limit_s=time_limit_s
             )
     finally:
         session.close()

@@ -138,8 +138,9 @@ def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, 
     return {
         "suite": APEX,
         "step_limit": cfg.apex.step_limit,
-        # No wall-clock limit on an episode: only the step limit and each request's own timeout end it.
-        "episode_timer": None,
+        # The wall-clock limit per episode in seconds (apex.episode_timer_s); null: none, only the step
+        # limit and each request's own timeout end an episode.
+        "episode_timer": cfg.apex.episode_timer_s,
         "repeats": cfg.apex.repeats,
         "seed_derivation": "derive_seed(seed, r<repeat>, instance_id, attack_id, 'executor')",
         "seed": cfg.seed,

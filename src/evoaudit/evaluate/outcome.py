@@ -80,6 +80,7 @@ def compute_outcome(
         read_calls=sum(c.function in read_only for c in episode.calls),
         steps=episode.steps,
         step_limit_hit=episode.step_limit_hit,
+        timer_hit=episode.timer_hit,
         infra_failure=episode.infra_failure,
         infra_failure_detail=episode.infra_failure_detail,
         decisions=decisions,

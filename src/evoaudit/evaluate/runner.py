@@ -106,6 +106,7 @@ async def run_one(
         max_steps=cfg.agent.max_steps,
         seed=seed if cfg.executor.send_seed else None,
         defense=get_defense(spec.defense, seed),
+        time_limit_s=cfg.agent.time_limit_s,
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(

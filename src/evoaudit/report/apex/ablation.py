@@ -30,7 +30,8 @@ METRICS: dict[str, Callable[[list[Rollout]], Ratio]] = {
     "asr": sc.asr,
     "exposure_rate": sc.exposure_rate,
     "utility_attack": sc.utility_under_attack,
-    "task_score": sc.task_score,
+    # Both arms are attacked runs: the task score is the attacked episodes' (n_attacked_*).
+    "task_score_attacked": sc.task_score,
 }
 
 
@@ -60,7 +61,11 @@ def ablation_table(
     rows: list[dict[str, Any]] = []
     for model, category in sorted(set(b) | set(a), key=lambda k: (k[0], k[1] == "all", k[1])):
         rb, ra = b.get((model, category), []), a.get((model, category), [])
-        row: dict[str, Any] = {"model": model, "category": category, "n_base": len(rb), "n_ablated": len(ra)}
+        # ASR, utility and task score are over n_attacked_*, the exposure rate over n_exposure_defined_*.
+        row: dict[str, Any] = {"model": model, "category": category}
+        row |= {"n_attacked_base": len(rb), "n_attacked_ablated": len(ra)}
+        row |= {"n_exposure_defined_base": len(sc.exposure_scope(rb))}
+        row |= {"n_exposure_defined_ablated": len(sc.exposure_scope(ra))}
         for name, metric in METRICS.items():
             vb, va = _value(metric, rb), _value(metric, ra)
             lo, hi = boot.delta_interval(ra, rb, metric) if ra and rb else (float("nan"), float("nan"))

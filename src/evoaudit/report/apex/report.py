@@ -37,7 +37,8 @@ TABLES = {
     "apex_main": "Per model: task score, utility with and without attack, ASR, exposure rate",
     "apex_category": "ASR / exposure rate / task score per model and category (Tables 3-4)",
     "apex_vector": "ASR and exposure rate per injection vector, file vs application (Figure 3)",
-    "apex_script": "ASR per script vector: .py / .pyc / ELF (Table 18)",
+    "apex_vector_ratio": "ASR / exposure rate per injection vector, categories 1-4 (Figure 3)",
+    "apex_script": "ASR per model, category and script vector: .py / .pyc / ELF (Table 18)",
     "apex_leakage": "ASR by destination: internal vs external leakage",
     "apex_utility": "Utility with vs without attack per model and task (Figure 7)",
     "apex_inspection": (
@@ -49,11 +50,16 @@ TABLES = {
     "apex_agreement": "Agreement and Cohen's kappa of recorded decisions against label files",
     "apex_replay": "Replay: episodes re-executed and those that differ from the record, per shard",
     "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
+    "apex_tool_usage": "Share of the agent's calls and episodes per MCP app and tool (section H.2)",
+    "apex_cost": "Wall time, steps, requests and tokens per model and arm (Table 1)",
+    "apex_timer": "The orchestrator's timer: ASR, task score and mean time under attack (Table 24)",
 }
-FIGURES = ("apex_vector", "apex_utility")
+FIGURES = ("apex_vector", "apex_vector_ratio", "apex_utility")
 PAGE_INTRO = (
     "A rate shown as x [lo, hi] carries its cluster-bootstrap interval over tasks (level and replicates: "
-    "report.bootstrap); n_ columns are counts."
+    "report.bootstrap); n_ columns are counts. Each rate's denominator is the n_ column its name or the "
+    "table's caption gives: n_attacked (attacked episodes) for ASR, n_exposure_defined (attacked episodes of "
+    "categories 1-4, where exposure is defined) for the exposure rate, n_benign for a benign-only rate."
 )
 # One row per rollout (report.rollout_table), beside the tables as parquet only.
 ROLLOUT_TABLE = "rollouts"
@@ -73,9 +79,18 @@ def _by_model(rollouts: list[Rollout]) -> dict[str, list[Rollout]]:
 
 
 def build_tables(
-    cfg: Config, benign: list[Rollout], attacked: list[Rollout], attacks: dict[str, sc.AttackInfo]
+    cfg: Config,
+    benign: list[Rollout],
+    attacked: list[Rollout],
+    attacks: dict[str, sc.AttackInfo],
+    wall_s: dict[str, float] | None = None,
 ) -> dict[str, pd.DataFrame]:
+    """Every table computed from the rollouts. ``wall_s``: seconds per rollout id (the shards' timing
+    files), for ``apex_cost`` and ``apex_timer`` only; without it their time columns are empty."""
     policy = cfg.apex.failure_policy
+    # Tool usage and cost count every recorded episode, infrastructure failures included: their calls and
+    # their time were spent whatever the failure policy says about scoring them.
+    usage_cost = _usage_and_cost(benign, attacked, wall_s or {})
     benign, attacked = sc.scored(benign, policy), sc.scored(attacked, policy)
     bs = cfg.report.bootstrap
     families = sorted({r.family for r in benign + attacked})
@@ -92,7 +107,9 @@ def build_tables(
                 "model": m,
                 "n_benign": len(b),
                 "n_attacked": len(a),
-                **_rate(boot, b, sc.task_score, "task_score"),
+                "n_exposure_defined": len(sc.exposure_scope(a)),
+                # Benign episodes only (n_benign), beside rates over attacked ones: the name says so.
+                **_rate(boot, b, sc.task_score, "task_score_benign"),
                 **_rate(boot, b, sc.utility, "utility_no_attack"),
                 **_rate(boot, a, sc.utility_under_attack, "utility_attack"),
                 **_rate(boot, a, sc.asr, "asr"),
@@ -108,11 +125,16 @@ def build_tables(
             for r in a_by.get(m, []):
                 groups[key(r)].append(r)
             for g, rs in sorted(groups.items()) + [("average", a_by.get(m, []))]:
-                row = {"model": m, name: g, "n": len(rs)}
+                row = {
+                    "model": m,
+                    name: g,
+                    "n_attacked": len(rs),
+                    "n_exposure_defined": len(sc.exposure_scope(rs)),
+                }
                 row.update(_rate(boot, rs, sc.asr, "asr"))
                 row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
                 if with_task_score:
-                    row.update(_rate(boot, rs, sc.task_score, "task_score"))
+                    row.update(_rate(boot, rs, sc.task_score, "task_score_attacked"))
                 rows.append(row)
         return rows
 
@@ -120,7 +142,8 @@ def build_tables(
     # The across-model average of each category (each model weighted equally), as in Tables 3-4.
     cat_frame = pd.DataFrame(category)
     if not cat_frame.empty:
-        avg = cat_frame.groupby("category", as_index=False)[["asr", "exposure_rate", "task_score"]].mean()
+        rates = ["asr", "exposure_rate", "task_score_attacked"]
+        avg = cat_frame.groupby("category", as_index=False)[rates].mean()
         avg = avg.sort_values("category", key=lambda c: c == "average", kind="stable")  # the overall row last
         avg.insert(0, "model", "average")
         cat_frame = pd.concat([cat_frame, avg], ignore_index=True)
@@ -130,13 +153,39 @@ def build_tables(
         row["channel"] = (
             "all" if row["vector"] == "average" else sc.AttackInfo("", 0, "", row["vector"], "", ()).channel
         )
-    script = [
-        row
-        for row in grouped(
-            lambda r: info(r).vector if info(r).channel == "script" else "-", "vector", with_task_score=False
-        )
-        if row["vector"] in sc.SCRIPT_VECTORS
-    ]
+    vector_ratio = []
+    for m in models:
+        groups = defaultdict(list)
+        for r in sc.exposure_scope(a_by.get(m, [])):
+            groups[info(r).vector].append(r)
+        for v, rs in sorted(groups.items()) + [("average", sc.exposure_scope(a_by.get(m, [])))]:
+            channel = "all" if v == "average" else sc.AttackInfo("", 0, "", v, "", ()).channel
+            row = {"model": m, "vector": v, "channel": channel, "n_exposure_defined": len(rs)}
+            row["n_success"] = sum(bool(r.outcome.attack_success) for r in rs)
+            row["n_exposed"] = sum(r.outcome.exposed is True for r in rs)
+            row.update(_rate(boot, rs, sc.asr_exposure_scope, "asr_c1_4"))
+            row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
+            row.update(_rate(boot, rs, sc.asr_er_ratio, "asr_er_ratio"))
+            vector_ratio.append(row)
+
+    script = []
+    for m in models:
+        cells: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
+        for r in a_by.get(m, []):
+            if info(r).channel == "script":
+                cells[(f"c{info(r).category}{info(r).category_variant}", info(r).vector)].append(r)
+                cells[("average", info(r).vector)].append(r)  # the vector over every category
+        key = lambda k: (k[0] == "average", k[0], sc.SCRIPT_VECTORS.index(k[1]))  # noqa: E731
+        for c, v in sorted(cells, key=key):
+            rs = cells[(c, v)]
+            row = {"model": m, "category": c, "vector": v, "n_attacked": len(rs)}
+            row["n_tasks"] = len({r.family for r in rs})
+            row["n_repeats"] = len({r.lineage for r in rs})
+            row["n_exposure_defined"] = len(sc.exposure_scope(rs))
+            row.update(_rate(boot, rs, sc.asr, "asr"))
+            row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
+            row["sd_asr_repeats"] = sc.repeat_spread(rs, sc.asr)
+            script.append(row)
     leakage = grouped(
         lambda r: ("internal" if info(r).internal else "external") if info(r).destination else "none",
         "destination",
@@ -160,6 +209,7 @@ def build_tables(
                     "task_score_attack": sc.task_score(per_task_a.get(task, [])).value,
                     "utility_no_attack": sc.utility(per_task_b.get(task, [])).value,
                     "utility_attack": sc.utility_under_attack(per_task_a.get(task, [])).value,
+                    "n_benign": len(per_task_b.get(task, [])),
                     "n_attacked": len(per_task_a.get(task, [])),
                 }
             )
@@ -174,7 +224,16 @@ def build_tables(
         for (v, _), n in counts.items():
             total[v] += n
         for (v, timing), n in sorted(counts.items()):
-            inspection.append({"model": m, "vector": v, "timing": timing, "n": n, "share": n / total[v]})
+            inspection.append(
+                {
+                    "model": m,
+                    "vector": v,
+                    "timing": timing,
+                    "n_episodes": n,
+                    "n_vector": total[v],
+                    "share_of_vector": n / total[v],
+                }
+            )
 
     repeats = []
     for m in models:
@@ -183,14 +242,38 @@ def build_tables(
             {
                 "model": m,
                 "repeats": len({r.lineage for r in a + b}),
-                "flip_attack_success": sc.flip_rate(a, "attack_success").value,
-                "flip_exposed": sc.flip_rate(
-                    [r for r in a if r.outcome.exposed is not None], "exposed"
-                ).value,
-                "flip_utility_no_attack": sc.flip_rate(b, "utility").value,
+                # Each flip rate's denominator: the cells run in more than one repeat.
+                "n_cells_attack_success": (fa := sc.flip_rate(a, "attack_success")).den,
+                "flip_attack_success": fa.value,
+                "n_cells_exposed": (
+                    fe := sc.flip_rate([r for r in a if r.outcome.exposed is not None], "exposed")
+                ).den,
+                "flip_exposed": fe.value,
+                "n_cells_utility_no_attack": (fu := sc.flip_rate(b, "utility")).den,
+                "flip_utility_no_attack": fu.value,
                 "sd_asr": sc.repeat_spread(a, sc.asr),
                 "sd_exposure_rate": sc.repeat_spread(a, sc.exposure_rate),
                 "sd_task_score": sc.repeat_spread(b, sc.task_score),
+            }
+        )
+
+    timer = []
+    for m in models:
+        a = a_by.get(m, [])
+        times = [wall_s[r.rollout_id] for r in a if wall_s and r.rollout_id in wall_s]
+        timer.append(
+            {
+                "model": m,
+                # The setting this run used (apex.episode_timer_s); empty: no timer. Table 24 sets two runs
+                # side by side, one with and one without.
+                "episode_timer_s": cfg.apex.episode_timer_s,
+                "n_attacked": len(a),
+                "n_success": sum(bool(r.outcome.attack_success) for r in a),
+                **_rate(boot, a, sc.asr, "asr"),
+                **_rate(boot, a, sc.task_score, "task_score_attacked"),
+                "n_timed": len(times),
+                "wall_s_mean": sum(times) / len(times) if times else float("nan"),
+                "n_timer_hit": sum(r.outcome.timer_hit for r in a),
             }
         )
 
@@ -198,10 +281,13 @@ def build_tables(
         "apex_main": pd.DataFrame(main),
         "apex_category": cat_frame,
         "apex_vector": pd.DataFrame(vector),
+        "apex_vector_ratio": pd.DataFrame(vector_ratio),
         "apex_script": pd.DataFrame(script),
         "apex_leakage": pd.DataFrame(leakage),
         "apex_utility": pd.DataFrame(utility_rows),
-        "apex_inspection": pd.DataFrame(inspection, columns=["model", "vector", "timing", "n", "share"]),
+        "apex_inspection": pd.DataFrame(
+            inspection, columns=["model", "vector", "timing", "n_episodes", "n_vector", "share_of_vector"]
+        ),
         "apex_repeats": pd.DataFrame(repeats),
         "apex_qualitative": pd.DataFrame(
             [
@@ -217,7 +303,26 @@ def build_tables(
             ],
             columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
         ),
+        **usage_cost,
+        "apex_timer": pd.DataFrame(timer),
     }
+
+
+def _usage_and_cost(
+    benign: list[Rollout], attacked: list[Rollout], wall_s: dict[str, float]
+) -> dict[str, pd.DataFrame]:
+    """``apex_tool_usage`` and ``apex_cost`` per model and arm, over every recorded episode."""
+    usage, cost = [], []
+    arms = (("benign", _by_model(benign)), ("attacked", _by_model(attacked)))
+    for m in sorted({m for _, by in arms for m in by}):
+        for arm, by in arms:
+            rs = by.get(m, [])
+            if rs:
+                usage += [{"model": m, "arm": arm, **row} for row in sc.tool_usage(rs)]
+                cost.append({"model": m, "arm": arm, **sc.cost(rs, wall_s)})
+    usage_columns = ["model", "arm", "app", "tool", "n_calls", "n_calls_total", "call_share"]
+    usage_columns += ["n_episodes_with_call", "n_episodes", "episode_share"]
+    return {"apex_tool_usage": pd.DataFrame(usage, columns=usage_columns), "apex_cost": pd.DataFrame(cost)}
 
 
 _GROUP_COLUMNS = ("category", "vector", "destination")
@@ -265,7 +370,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoaudit.report.figures import _RC
+    from evoaudit.report.figures import _RC, _err
     from evoaudit.report.files import save_figure
 
     written: list[Path] = []
@@ -279,17 +384,50 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
                 g = g.sort_values(["channel", "vector"])
                 xs = [j + 0.8 * i / models for j in range(len(g))]
                 # The bars carry the table's intervals (cluster bootstrap over tasks), as the caption says.
-                err = [
-                    (g[col] - g[f"{col}_lo"]).clip(lower=0).fillna(0),
-                    (g[f"{col}_hi"] - g[col]).clip(lower=0).fillna(0),
-                ]
-                ax.bar(xs, g[col].fillna(0), width=0.8 / models, label=m, yerr=err, capsize=2, ecolor="0.3")
+                ax.bar(
+                    xs,
+                    g[col].fillna(0),
+                    width=0.8 / models,
+                    label=m,
+                    yerr=_err(g, col),
+                    capsize=2,
+                    ecolor="0.3",
+                )
                 labels = [f"{v} ({c})" for v, c in zip(g["vector"], g["channel"], strict=True)]
                 ax.set_xticks(range(len(g)), labels, rotation=45, ha="right", rotation_mode="anchor")
             ax.set_title(title)
             ax.set_ylim(0, 1)
         axes[0].legend(fontsize=7)
         written += save_figure(fig, out, "apex_vector", notice)
+
+        ratio = tables["apex_vector_ratio"]
+        ratio = ratio[ratio["vector"] != "average"] if not ratio.empty else ratio
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        models = max(1, ratio["model"].nunique()) if not ratio.empty else 1
+        top = 1.0
+        for i, (m, g) in enumerate(ratio.groupby("model")) if not ratio.empty else []:
+            g = g.sort_values(["channel", "vector"])
+            xs = [j + 0.8 * i / models for j in range(len(g))]
+            ax.bar(
+                xs,
+                g["asr_er_ratio"].fillna(0),
+                width=0.8 / models,
+                label=m,
+                yerr=_err(g, "asr_er_ratio"),
+                capsize=2,
+                ecolor="0.3",
+            )
+            labels = [f"{v} ({c})" for v, c in zip(g["vector"], g["channel"], strict=True)]
+            ax.set_xticks(range(len(g)), labels, rotation=45, ha="right", rotation_mode="anchor")
+            top = max(top, float(g[["asr_er_ratio", "asr_er_ratio_hi"]].max().max(skipna=True) or 0))
+        if ratio.empty:
+            ax.text(0.5, 0.5, "no attacked episode of categories 1-4", ha="center", transform=ax.transAxes)
+        # 1: as many successes as exposures; above it, some successes had no recorded exposure.
+        ax.axhline(1.0, color="0.5", linestyle="--", linewidth=1)
+        ax.set_ylabel("ASR / exposure rate (categories 1-4)")
+        ax.set_ylim(0, 1.05 * top)
+        ax.legend(fontsize=7)
+        written += save_figure(fig, out, "apex_vector_ratio", notice)
 
         util = tables["apex_utility"]
         fig, ax = plt.subplots(figsize=(4, 4))
@@ -344,10 +482,12 @@ def write_report(
     notice: str | None,
     replays: list[Path] = (),
     judged: dict[str, dict] | None = None,
+    wall_s: dict[str, float] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
-    (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no."""
+    (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
+    ``wall_s``: seconds per rollout id from the shards' timing files (``apex_cost``)."""
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import agreement as ag
     from evoaudit.report.apex import judged as jd
@@ -358,7 +498,7 @@ def write_report(
     judge_mismatches = check_judged(benign + attacked, judged) if judged is not None else {}
     if judged is not None:
         benign, attacked = jd.apply_judged(benign, judged), jd.apply_judged(attacked, judged)
-    tables = build_tables(cfg, benign, attacked, attacks)
+    tables = build_tables(cfg, benign, attacked, attacks, wall_s)
     tables["apex_judge_stats"] = jd.decided_by_table(benign + attacked, judge_mismatches)
     label_sets = [(REFERENCE_LABELS.name, reference_labels())]
     label_sets += [(p, ag.read_labels(p)) for p in cfg.apex.label_files]

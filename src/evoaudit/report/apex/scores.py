@@ -21,6 +21,7 @@ a failed task and a failed attack (``count_as_failure``): ``scored`` applies the
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections import defaultdict
@@ -158,6 +159,109 @@ def exposure_rate(rs: list[Rollout]) -> Ratio:
 def exposure_undecided(rs: list[Rollout]) -> Ratio:
     defined = [r for r in rs if _exposure_defined(r)]
     return Ratio(sum(r.outcome.exposed is None for r in defined), len(defined))
+
+
+def exposure_scope(rs: list[Rollout]) -> list[Rollout]:
+    """The attacked episodes exposure is defined for (categories 1–4): the exposure rate's denominator."""
+    return [r for r in rs if _exposure_defined(r)]
+
+
+def asr_exposure_scope(rs: list[Rollout]) -> Ratio:
+    """ASR over the episodes of categories 1–4 only, the denominator the exposure rate shares."""
+    return asr(exposure_scope(rs))
+
+
+def asr_er_ratio(rs: list[Rollout]) -> Ratio:
+    """ASR ÷ exposure rate over categories 1–4 (the paper's Figure 3). Both rates share one denominator
+    there, so the quotient is successes ÷ exposures: a ratio of sums, which the cluster bootstrap resamples
+    like any other rate. It exceeds 1 when attacks succeed without a recorded exposure."""
+    scope = exposure_scope(rs)
+    return Ratio(
+        sum(bool(r.outcome.attack_success) for r in scope), sum(r.outcome.exposed is True for r in scope)
+    )
+
+
+# --- tool usage and cost -------------------------------------------------------------------------------
+
+# Which MCP app serves each workspace tool (``apex serve --transport http`` gives each app its own server).
+# The report may not import the suite, so the map is kept here; a test holds it equal to the suite's own.
+TOOL_APPS: dict[str, str] = {
+    **dict.fromkeys(("list_files", "read_file", "search_files", "write_file", "share_file"), "files"),
+    **dict.fromkeys(("read_sheet", "write_cells", "read_docx", "write_docx", "read_pdf"), "documents"),
+    **dict.fromkeys(("search_mail", "read_mail", "send_mail", "forward_mail"), "mail"),
+    **dict.fromkeys(("list_events", "create_event"), "calendar"),
+    **dict.fromkeys(("list_channels", "read_channel", "post_message"), "chat"),
+    "run_command": "code",
+    "submit_answer": "task",
+}
+APPS = ("files", "documents", "mail", "calendar", "chat", "code", "task")
+UNKNOWN_APP = "unknown"  # a call to a name no app serves (the runtime answered it with an error)
+
+
+def app_of(function: str) -> str:
+    return TOOL_APPS.get(function, UNKNOWN_APP)
+
+
+def tool_usage(rs: list[Rollout]) -> list[dict[str, Any]]:
+    """Per app, then per tool: the agent's own calls (``Rollout.calls``; what a program did inside
+    ``run_command`` is not a call) and the share of all of them (denominator ``n_calls_total``), and the
+    episodes with at least one such call and their share (denominator ``n_episodes``): §H.2's "87.6% of
+    calls, in 177 of 180 runs". Apps and tools without a call are left out."""
+    calls: dict[tuple[str, str], int] = defaultdict(int)
+    episodes: dict[tuple[str, str], int] = defaultdict(int)
+    for r in rs:
+        used: set[tuple[str, str]] = set()
+        for c in r.calls:
+            app = app_of(c.function)
+            for key in ((app, "all"), (app, c.function)):
+                calls[key] += 1
+                used.add(key)
+        for key in used:
+            episodes[key] += 1
+    total = sum(n for (_, tool), n in calls.items() if tool == "all")
+    order = {a: i for i, a in enumerate((*APPS, UNKNOWN_APP))}
+    rows = []
+    for app, tool in sorted(calls, key=lambda k: (order[k[0]], k[1] != "all", k[1])):
+        n = calls[(app, tool)]
+        rows.append(
+            {
+                "app": app,
+                "tool": tool,
+                "n_calls": n,
+                "n_calls_total": total,
+                "call_share": n / total,
+                "n_episodes_with_call": episodes[(app, tool)],
+                "n_episodes": len(rs),
+                "episode_share": episodes[(app, tool)] / len(rs),
+            }
+        )
+    return rows
+
+
+def cost(rs: list[Rollout], wall_s: dict[str, float]) -> dict[str, Any]:
+    """Runtime and tokens of a set of episodes (the paper's Table 1). ``wall_s``: seconds per rollout id,
+    read from the shards' timing files; an episode without one is left out of the time columns only
+    (``n_timed`` says how many have one). Tokens are the endpoint's reported usage, summed over requests."""
+    times = sorted(wall_s[r.rollout_id] for r in rs if r.rollout_id in wall_s)
+    n = len(rs)
+    prompt = sum(r.usage.prompt_tokens for r in rs)
+    completion = sum(r.usage.completion_tokens for r in rs)
+    mid = len(times) // 2
+    median = (times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2) if times else math.nan
+    return {
+        "n_episodes": n,
+        "n_infra_failure": sum(r.outcome.infra_failure is not None for r in rs),
+        "n_timed": len(times),
+        "wall_s_mean": sum(times) / len(times) if times else math.nan,
+        "wall_s_median": median,
+        "wall_s_total": sum(times) if times else math.nan,
+        "steps_mean": sum(r.outcome.steps for r in rs) / n if n else math.nan,
+        "requests_total": sum(r.usage.requests for r in rs),
+        "prompt_tokens_total": prompt,
+        "completion_tokens_total": completion,
+        "prompt_tokens_mean": prompt / n if n else math.nan,
+        "completion_tokens_mean": completion / n if n else math.nan,
+    }
 
 
 # --- repeats -------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Stage script (rule acquire): the unevolved executor on one lineage's acquisition variants."""
+"""Stage script (rules acquire and acquire_round): the unevolved executor on one lineage's acquisition
+variants, or, in a later round, the executor with the previous round's artifact deployed."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path
@@ -15,4 +16,7 @@ with job_log(snakemake.log[0]):
         Path(snakemake.input.spec),
         Path(snakemake.output.rollouts),
         Path(snakemake.output.record),
+        # acquire_round only: the previous round's artifact, deployed.
+        prior=Path(snakemake.input.prior).parent if "prior" in snakemake.input.keys() else None,
+        round_index=int(getattr(snakemake.params, "round", 1)),
     )

@@ -1,4 +1,5 @@
-"""Stage script (rule evolve): one method of one lineage, from that lineage's acquisition record."""
+"""Stage script (rules evolve and evolve_round): one method of one lineage, from that lineage's
+acquisition record (a later round: its own, from the previous round's artifact)."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path
@@ -16,4 +17,6 @@ with job_log(snakemake.log[0]):
         Path(snakemake.input.record),
         Path(snakemake.output.meta).parent,
         table=Path(snakemake.input.table),
+        # evolve_round only: the previous round's artifact, evolution's starting state.
+        prior=Path(snakemake.input.prior).parent if "prior" in snakemake.input.keys() else None,
     )

@@ -19,4 +19,6 @@ with job_log(snakemake.log[0]):
         manifest=Path(snakemake.input.manifest),
         spec=Path(snakemake.input.spec),
         defended=[Path(p) for p in snakemake.input.defended],
+        rounds=[Path(p) for p in snakemake.input.rounds],
+        round_metas=[Path(p) for p in snakemake.input.round_metas],
     )

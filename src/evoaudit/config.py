@@ -939,6 +939,9 @@ class PlaceboParams(_Model):
 
 
 class MethodsParams(_Model):
+    # Left out of model_dump (so of every hash and resume key) like ``defenses``: a one-round audit's
+    # outputs are what they were before rounds existed; round r's outputs carry r in their paths.
+    rounds: int = Field(default=1, exclude=True)
     max_attempts: int
     success_label: Literal["checker", "judge"]
     skillopt: SkillOptParams
@@ -1069,6 +1072,8 @@ class Config(_Model):
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
         if self.defenses:  # absent when empty: the undefended run's resolved config stays as it was
             dumped["defenses"] = list(self.defenses)
+        if self.methods_params.rounds != 1:  # likewise absent for the paper's one round
+            dumped["methods_params"]["rounds"] = self.methods_params.rounds
         return dumped
 
     def sha256(self) -> str:

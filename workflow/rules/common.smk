@@ -62,6 +62,13 @@ SHARDS = list(range(CFG.evaluation.shards))
 # The defence axis (a named extension, config key defenses): each defence re-runs every condition and arm
 # under results/defense/<defense>/; empty keeps the paper's protocol and every path as it was.
 DEFENSES = list(CFG.defenses)
+# Multi-round evolution (a named extension, methods_params.rounds): rounds 2.. of every evolved method,
+# each under results/rounds/<r>/; one round (the paper's) keeps every path as it was.
+ROUNDS = list(range(2, CFG.methods_params.rounds + 1))
+ROUND_METHODS = [m for m in METHODS if m != "static"]
+# The conditions a later round's artifact is evaluated under: those deploying an evolved method's own
+# artifact (a placebo is shaped after the first round's).
+ROUND_CONDITIONS = [c for c in CONDITIONS if parse_condition(c).method in ROUND_METHODS]
 
 
 def _alternation(ids):
@@ -76,6 +83,8 @@ wildcard_constraints:
     shard=r"\d+",
     # No defence configured: a pattern nothing matches, so no defended rule can be asked for.
     defense=_alternation(DEFENSES) if DEFENSES else r"(?!)",
+    # Likewise for a later round: one round configured, no round rule can be asked for.
+    round=_alternation(map(str, ROUNDS)) if ROUNDS else r"(?!)",
 
 
 # Which config sections each stage's outputs depend on: a change elsewhere does not rerun it.
@@ -99,16 +108,46 @@ def get_artifact_meta(wildcards):
     return f"{RESULTS}/artifacts/{wildcards.lineage}/{parse_condition(wildcards.condition).method}/meta.json"
 
 
-def get_all_artifact_metas():
-    # Every evolved method, plus the placebo of each method whose placebo condition is evaluated: the same
-    # list unseal requires the manifest to cover (evoaudit.seal.coverage).
+def get_all_artifact_metas(later_rounds=True):
+    # Every evolved method, plus the placebo of each method whose placebo condition is evaluated, plus each
+    # later round's (methods_params.rounds): the same list unseal requires the manifest to cover
+    # (evoaudit.seal.coverage). later_rounds=False: the first round's alone, the paper's tables' input.
     from evoaudit.seal.coverage import configured_artifacts
 
-    return [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG)]
+    metas = [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG)]
+    return metas if later_rounds else [m for m in metas if m not in get_round_artifact_metas()]
+
+
+def get_round_artifact_metas():
+    return [m for m in get_all_artifact_metas() if m.startswith(f"{RESULTS}/rounds/")]
 
 
 def get_lineage_artifact_metas(wildcards):
     return [p for p in get_all_artifact_metas() if p.split("/")[-3] == wildcards.lineage]
+
+
+def get_prior_round_meta(wildcards):
+    # Round r evolves from round r-1's artifact of the same lineage and method (round 1: artifacts/).
+    from evoaudit.seal.coverage import round_artifact
+
+    r = int(wildcards.round) - 1
+    return f"{RESULTS}/{round_artifact(r, wildcards.lineage, wildcards.method)}/meta.json"
+
+
+def get_round_artifact_meta(wildcards):
+    from evoaudit.seal.coverage import round_artifact
+
+    method = parse_condition(wildcards.condition).method
+    return f"{RESULTS}/{round_artifact(int(wildcards.round), wildcards.lineage, method)}/meta.json"
+
+
+def get_round_evaluate_shards(lineage=None):
+    # Each later round's artifact on the endpoints, after the last round's freeze (empty for one round).
+    lineages = [lineage] if lineage else LINEAGES
+    return [
+        f"{RESULTS}/rounds/{r}/evaluate/{l}/{c}/{a}/shard{s}.jsonl"
+        for r in ROUNDS for l in lineages for c in ROUND_CONDITIONS for a in ARMS for s in SHARDS
+    ]
 
 
 def get_lineage_manifests():
@@ -152,14 +191,15 @@ def get_lineage_evaluate_shards(wildcards):
     ] + [
         f"{RESULTS}/defense/{d}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
         for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
-    ]
+    ] + get_round_evaluate_shards(wildcards.lineage)
 
 
 def get_lineage_shard_defenses():
     # The defence each of get_lineage_evaluate_shards holds, in its order (None: undefended): replay holds
     # every rollout to its shard's defence, not to the rollout's own claim.
     n = len(CONDITIONS) * len(ARMS) * len(SHARDS)
-    return [None] * n + [d for d in DEFENSES for _ in range(n)]
+    rounds = len(ROUNDS) * len(ROUND_CONDITIONS) * len(ARMS) * len(SHARDS)
+    return [None] * n + [d for d in DEFENSES for _ in range(n)] + [None] * rounds
 
 
 def get_lineage_replay_outputs():
@@ -170,6 +210,9 @@ def get_lineage_replay_outputs():
     ] + [
         f"{RESULTS}/defense/{d}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
         for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
+    ] + [
+        f"{RESULTS}/rounds/{r}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        for r in ROUNDS for c in ROUND_CONDITIONS for a in ARMS for s in SHARDS
     ]
 
 
@@ -178,7 +221,7 @@ def get_replay_reports():
     # when enabled, the determinism check (evoaudit report tells them apart by the verify report's path).
     shards = [
         p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json")
-        for p in get_evaluate_shards() + get_defended_evaluate_shards()
+        for p in get_evaluate_shards() + get_defended_evaluate_shards() + get_round_evaluate_shards()
     ]
     return shards + ([get_verify_report()] if CFG.seal.verify_sample > 0 else [])
 
@@ -206,6 +249,7 @@ def get_final_outputs():
         *get_all_artifact_metas(),
         *get_evaluate_shards(),
         *get_defended_evaluate_shards(),
+        *get_round_evaluate_shards(),
         *get_replay_reports(),
         *get_transfer_shards(),
     ]

@@ -5,6 +5,8 @@ from evoaudit.report.names import DEFENSE_TABLE as REPORT_DEFENSE_TABLE
 from evoaudit.report.names import EXTENSION_TABLES as REPORT_EXTENSION_TABLES
 from evoaudit.report.names import FIGURES as REPORT_FIGURES
 from evoaudit.report.names import ROLLOUT_TABLE as REPORT_ROLLOUT_TABLE
+from evoaudit.report.names import ROUNDS_FIGURE as REPORT_ROUNDS_FIGURE
+from evoaudit.report.names import ROUNDS_TABLE as REPORT_ROUNDS_TABLE
 from evoaudit.report.names import TABLES as REPORT_TABLES
 from evoaudit.report.simlabel import simulated_endpoints
 
@@ -25,9 +27,13 @@ _REPORT_CATEGORY = {
     "qualitative": "6 Qualitative cases",
     "diagnostics": "7 Evolution diagnostics",
     REPORT_DEFENSE_TABLE: "9 Defences (named extension)",
+    REPORT_ROUNDS_TABLE: "10 Evolution rounds (named extension)",
 }
-# Extension tables written only when their extension runs (the defence table: config key defenses).
+# Extension tables written only when their extension runs (the defence table: config key defenses; the
+# rounds table and figure: methods_params.rounds above 1).
 REPORT_EXTENSIONS = [REPORT_DEFENSE_TABLE] if DEFENSES else []
+REPORT_EXTENSIONS += [REPORT_ROUNDS_TABLE] if ROUNDS else []
+REPORT_EXTENSION_FIGURES = [REPORT_ROUNDS_FIGURE] if ROUNDS and CFG.report.figures else []
 
 
 rule report:
@@ -36,7 +42,9 @@ rule report:
         replays=get_replay_reports(),
         transfer=get_transfer_shards(),
         defended=get_defended_evaluate_shards(),
-        metas=get_all_artifact_metas(),
+        rounds=get_round_evaluate_shards(),
+        metas=get_all_artifact_metas(later_rounds=False),
+        round_metas=get_round_artifact_metas(),
         manifest=rules.freeze.output.manifest,
         spec=rules.instances.output.spec,
         audit=rules.checker_audit.output.summary,
@@ -84,6 +92,16 @@ rule report:
             for f in (REPORT_FIGURES if CFG.report.figures else [])
         ],
         svg=[f"{RESULTS}/report/figures/{f}.svg" for f in (REPORT_FIGURES if CFG.report.figures else [])],
+        extension_png=[
+            report(
+                f"{RESULTS}/report/figures/{f}.png",
+                caption=f"../report/fig_{f}.rst",
+                category=_REPORT_CATEGORY[REPORT_ROUNDS_TABLE],
+                labels={"figure": f},
+            )
+            for f in REPORT_EXTENSION_FIGURES
+        ],
+        extension_svg=[f"{RESULTS}/report/figures/{f}.svg" for f in REPORT_EXTENSION_FIGURES],
     params:
         cfg=get_stage_params("report"),
         out=f"{RESULTS}/report",

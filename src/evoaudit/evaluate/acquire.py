@@ -14,20 +14,44 @@ from evoaudit import atomic
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
-from evoaudit.hashing import sha256_file
+from evoaudit.evaluate.stage import deployed_prompts
+from evoaudit.hashing import sha256_file, sha256_json
+from evoaudit.methods.artifact import artifact_files, read_meta
+from evoaudit.methods.conditions import Insertion, condition
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.seal.guard import load_learning_instances
 from evoaudit.suite.stage import verify_table
 
 
-def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, record: Path) -> dict:
+def acquire(
+    cfg: Config,
+    lineage: str,
+    table: Path,
+    spec: Path,
+    out: Path,
+    record: Path,
+    *,
+    prior: Path | None = None,
+    round_index: int = 1,
+) -> dict:
+    """The acquisition record of one lineage. A later round (``methods_params.rounds``) passes the previous
+    round's artifact as ``prior``: the same episodes (the same seeds: common random numbers across rounds)
+    with that artifact deployed, named ``acquire-round<r>``; its artifact is not frozen yet, so it is
+    identified by its files' hashes, as SkillOpt's gate identifies a candidate."""
     verify_table(table, spec)
     learning = load_learning_instances(table, cfg.roles.endpoint_variants, spec)
     chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.acquisition]
     backend = make_backend(cfg, cfg.executor, learning)
-    specs = plan_episodes(lineage, "acquire", "benign", chosen, [])
-    rollouts = asyncio.run(run_specs(cfg, backend, specs, configured_prompt(cfg), None, out))
+    name = "acquire" if prior is None else f"acquire-round{round_index}"
+    specs = plan_episodes(lineage, name, "benign", chosen, [])
+    if prior is None:
+        system, retrieval, artifact_sha = configured_prompt(cfg), None, None
+    else:
+        meta = read_meta(prior)
+        system, retrieval = deployed_prompts(cfg, Insertion(condition(meta.method), prior), specs)
+        artifact_sha = sha256_json({p.name: sha256_file(p) for p in artifact_files(prior)})
+    rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
     info = {
         "lineage": lineage,
         "path": out.as_posix(),
@@ -37,6 +61,8 @@ def acquire(cfg: Config, lineage: str, table: Path, spec: Path, out: Path, recor
         "infra_failures": sum(r.outcome.infra_failure is not None for r in rollouts),
         "executor": backend.fingerprint(),
     }
+    if prior is not None:
+        info |= {"round": round_index, "deployed": prior.as_posix(), "deployed_sha256": artifact_sha}
     atomic.write_text(record, json.dumps(info, indent=2, sort_keys=True) + "\n")
     write_provenance([out, record], cfg, "acquire", spec=spec, executor=info["executor"])
     return info

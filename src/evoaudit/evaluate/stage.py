@@ -24,6 +24,21 @@ from evoaudit.suite.defenses import ORIGINS
 from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
+def deployed_prompts(
+    cfg: Config, insertion: Insertion, specs: list[EpisodeSpec]
+) -> tuple[str | Callable[[EpisodeSpec], str], Callable[[EpisodeSpec], dict | None] | None]:
+    """The system prompt with ``insertion``'s artifact deployed (one for every episode, or per episode
+    for retrieval) and, for retrieval, what each episode retrieved."""
+    if not insertion.per_query:
+        return configured_prompt(cfg, insertion.sections()), None
+    # Retrieval: each episode's prompt depends on its task query.
+    systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
+    return (
+        lambda spec: systems[spec.rollout_id],
+        lambda spec: insertion.retrieval(spec.instance.prompt),
+    )
+
+
 def evaluate_shard(
     cfg: Config,
     lineage: str,
@@ -66,14 +81,7 @@ def evaluate_shard(
         shard_index,
         cfg.evaluation.shards,
     )
-    system: str | Callable[[EpisodeSpec], str]
-    retrieval: Callable[[EpisodeSpec], dict | None] | None = None
-    if insertion.per_query:  # retrieval: each episode's prompt depends on its task query
-        systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
-        system = lambda spec: systems[spec.rollout_id]  # noqa: E731
-        retrieval = lambda spec: insertion.retrieval(spec.instance.prompt)  # noqa: E731
-    else:
-        system = configured_prompt(cfg, insertion.sections())
+    system, retrieval = deployed_prompts(cfg, insertion, specs)
     backend = make_backend(cfg, cfg.executor, instances)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
     write_provenance(

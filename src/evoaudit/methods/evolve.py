@@ -13,7 +13,7 @@ from evoaudit.config import Config, ConfigError
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.methods import awm, reasoningbank, skillopt
-from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, write_artifact
+from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, read_meta, write_artifact
 from evoaudit.methods.common import (
     MalformedOutput,
     assistant_role,
@@ -173,10 +173,26 @@ def evolve(
     record: Path,
     out_dir: Path,
     table: Path | None = None,
+    prior: Path | None = None,
 ) -> None:
+    """Evolve ``method`` from one acquisition record into ``out_dir``. A later round
+    (``methods_params.rounds``) passes the previous round's artifact as ``prior``: evolution starts from
+    its state (SkillOpt's document; AWM's workflows and ReasoningBank's bank, which this round's add to),
+    and the artifact records the first round's acquisition its chain started from and the previous
+    round's meta.json hash, which the freeze checks."""
     refuse_reevolving(out_dir)  # an artifact that opened endpoints is never replaced in place
     acq_sha = assert_acquisition(rollouts, record)  # first, before anything is read
     write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha)
+    chain: dict[str, str] = {}
+    if prior is not None:
+        prior_meta = read_meta(prior)
+        if prior_meta.method != method or prior_meta.lineage != lineage:
+            raise ValueError(
+                f"evolve {lineage}/{method}: the previous round's artifact {prior} is "
+                f"{prior_meta.lineage}/{prior_meta.method}"
+            )
+        origin = prior_meta.inputs.get("origin_acquisition") or prior_meta.inputs["acquisition"]
+        chain = {"origin_acquisition": origin, "prior_meta": sha256_file(prior / "meta.json")}
     if method == "static":
         evolve_static(out_dir, lineage, acq_sha)
         return
@@ -189,12 +205,12 @@ def evolve(
     kept = usable(all_rollouts)
     optimizer = make_backend(cfg, cfg.optimizer, learning, role="optimizer")
     with counting() as tally:
-        state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer))
+        state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer, prior))
     meta = ArtifactMeta(
         method=method,
         lineage=lineage,
         state_files=sorted(state),
-        inputs={"acquisition": acq_sha, "instances": sha256_file(table)},
+        inputs={"acquisition": acq_sha, "instances": sha256_file(table), **chain},
         diagnostics={
             **_acquisition_summary(all_rollouts, kept),
             **diagnostics,
@@ -215,6 +231,7 @@ async def _run(
     kept: list[Rollout],
     learning: list[Instance],
     optimizer: ChatBackend,
+    prior: Path | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, success_label(cfg, method))
     if method == "skillopt":
@@ -225,7 +242,8 @@ async def _run(
                 "families); the gate needs at least one"
             )
         executor = make_backend(cfg, cfg.executor, learning)
-        skill, diag = await skillopt.optimise(cfg, lineage, labelled, validation, optimizer, executor)
+        start = (prior / skillopt.STATE_FILE).read_text() if prior is not None else None
+        skill, diag = await skillopt.optimise(cfg, lineage, labelled, validation, optimizer, executor, start)
         return {skillopt.STATE_FILE: skill}, label_info | diag | {"executor": executor.fingerprint()}
     if method == "awm":
         examples, admission = awm.admit(labelled, cfg.seed, lineage)
@@ -245,12 +263,19 @@ async def _run(
             diag["induction"] = call_log.as_dict()
             text = induced or ""
         diag["failed_update"] = bool(examples) and not text
+        if prior is not None:  # a later round adds its workflows to the previous round's
+            kept_text = (prior / awm.STATE_FILE).read_text()
+            diag["prior_workflows"] = kept_text.count("\n## ") + kept_text.startswith("## ")
+            parts = [t.strip("\n") for t in (kept_text, text) if t.strip()]
+            text = "\n\n".join(parts) + "\n" if parts else ""
         diag["workflows"] = text.count("\n## ") + text.startswith("## ")
         diag["steps"] = len(awm.steps(text))
         diag["adapted_check"] = awm.adapt(text)[1] if text else None
         return {awm.STATE_FILE: text}, diag
     labeller = label_info["success_label"]
     bank, vectors, diag = await reasoningbank.build_bank(cfg, lineage, labelled, optimizer, labeller)
+    if prior is not None:  # a later round adds its entries to the previous round's bank
+        bank, vectors, diag["prior_entries"] = reasoningbank.extend_bank(prior, bank, vectors)
     return reasoningbank.bank_state(bank, vectors), label_info | diag
 
 

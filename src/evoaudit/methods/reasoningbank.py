@@ -241,6 +241,22 @@ async def build_bank(
     return bank, vectors, diagnostics
 
 
+def extend_bank(
+    prior: Path, bank: Bank, vectors: list[list[float]]
+) -> tuple[Bank, list[list[float]], int]:
+    """The previous round's bank (artifact directory ``prior``) with ``bank``'s entries appended, their
+    query vectors in the same order, and how many entries came from ``prior``."""
+    old = Bank.model_validate_json((prior / BANK_FILE).read_text())
+    old_vectors = json.loads((prior / VECTORS_FILE).read_text())
+    if old.embedder != bank.embedder:
+        raise ValueError(
+            f"{prior}: the previous round's bank was embedded with {old.embedder}, this round's with "
+            f"{bank.embedder}; methods_params.reasoningbank.embedder must not change between rounds"
+        )
+    merged = bank.model_copy(update={"entries": [*old.entries, *bank.entries]})
+    return merged, [*old_vectors, *vectors], len(old.entries)
+
+
 def bank_state(bank: Bank, vectors: list[list[float]]) -> dict[str, str]:
     return {
         BANK_FILE: json.dumps(bank.model_dump(mode="json"), indent=2, sort_keys=True) + "\n",

@@ -456,10 +456,12 @@ async def optimise(
     validation: list[Instance],
     optimizer: ChatBackend,
     executor: ChatBackend,
+    start: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Returns the best skill and the diagnostics for ``meta.json``."""
+    """Returns the best skill and the diagnostics for ``meta.json``. ``start`` is the document to improve
+    (a later round's: the previous round's skill); None starts from ``initial_skill``."""
     p = cfg.methods_params.skillopt
-    current = p.initial_skill
+    current = p.initial_skill if start is None else start
     for text in p.protected:
         if text not in current:
             raise ValueError(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.errors import AuditError
+from evoaudit.methods.conditions import condition as parse_condition
 
 ARMS = ("benign", "attacked")
 #: Rollout records sampled to measure requests and tokens per rollout (enough for a stable mean).
@@ -203,22 +204,25 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
 
     evolve = StagePlan("evolve")
     n_val = count(cfg.roles.validation, "seen")
+
+    def evolve_cost(method: str) -> tuple[int, float]:
+        """One evolve job of ``method``: its validation-gate rollouts and its optimizer requests."""
+        calls = n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
+        mp = cfg.methods_params
+        label = mp.reasoningbank.success_label if method == "reasoningbank" else mp.success_label
+        calls += n_acq if label == "judge" else 0  # one judge call per trajectory before learning
+        gate_rollouts = 0
+        if method == "skillopt" and n_val:
+            # One validation-gate pass per update: updates = minibatches × epochs.
+            gate_rollouts = math.ceil(n_acq / mp.skillopt.batch_size) * mp.skillopt.epochs * n_val
+        return gate_rollouts, calls
+
     for lineage in cfg.lineages:
         for method in cfg.methods:
             evolve.jobs += 1
             if method == "static":
                 continue  # the identity artifact calls no model
-            calls = n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
-            mp = cfg.methods_params
-            label = mp.reasoningbank.success_label if method == "reasoningbank" else mp.success_label
-            calls += n_acq if label == "judge" else 0  # one judge call per trajectory before learning
-            gate_rollouts = 0
-            if method == "skillopt" and n_val:
-                # One validation-gate pass per update: updates = minibatches × epochs.
-                params = getattr(getattr(cfg, "methods_params", None), "skillopt", None)
-                batch = getattr(params, "batch_size", 8)
-                epochs = getattr(params, "epochs", 1)
-                gate_rollouts = math.ceil(n_acq / batch) * epochs * n_val
+            gate_rollouts, calls = evolve_cost(method)
             done = (results / "artifacts" / lineage / method / "meta.json").exists()
             add(evolve, gate_rollouts, 0 if done else gate_rollouts, calls, 0.0 if done else calls)
     if any(m != "static" for m in cfg.methods):
@@ -235,11 +239,14 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
 
     shards = cfg.evaluation.shards
 
-    def evaluate_runs(stage: StagePlan, root: Path, extra_per_episode: int = 0) -> None:
+    def evaluate_runs(
+        stage: StagePlan, root: Path, extra_per_episode: int = 0, conditions: tuple[str, ...] | None = None
+    ) -> None:
         """Every (lineage, condition, arm) of the evaluate stage into ``stage``, its shards under ``root``
-        (``extra_per_episode``: requests an episode makes beyond the calibrated ones)."""
+        (``extra_per_episode``: requests an episode makes beyond the calibrated ones; ``conditions``: a
+        subset of ``cfg.conditions``)."""
         for lineage in cfg.lineages:
-            for condition in cfg.conditions:
+            for condition in cfg.conditions if conditions is None else conditions:
                 for arm in ARMS:
                     if arm == "benign":
                         total = count(cfg.roles.benign_endpoint)
@@ -278,13 +285,51 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
             )
         )
 
+    # Multi-round evolution (methods_params.rounds): per later round, each lineage × evolved method
+    # acquires and evolves again, and its artifact is evaluated under the conditions that deploy it.
+    from evoaudit.seal.coverage import round_artifact, round_methods
+
+    rounds = StagePlan("rounds")
+    evolved = round_methods(cfg)
+    deploying = tuple(c for c in cfg.conditions if parse_condition(c).method in evolved)
+    for r in range(2, cfg.methods_params.rounds + 1):
+        for lineage in cfg.lineages:
+            for method in evolved:
+                rounds.jobs += 2
+                done = _recorded(
+                    results / "rounds" / str(r) / "acquire" / lineage / method / "rollouts.jsonl"
+                )
+                add(rounds, n_acq, 0 if done < 0 else max(n_acq - done, 0))
+                gate_rollouts, calls = evolve_cost(method)
+                done_evolve = (results / round_artifact(r, lineage, method) / "meta.json").exists()
+                add(
+                    rounds,
+                    gate_rollouts,
+                    0 if done_evolve else gate_rollouts,
+                    calls,
+                    0.0 if done_evolve else calls,
+                )
+        evaluate_runs(rounds, results / "rounds" / str(r) / "evaluate", conditions=deploying)
+    if rounds.jobs:
+        notes.append(
+            f"rounds: rounds 2..{cfg.methods_params.rounds} of {evolved} each acquire and evolve again per "
+            f"lineage, and are evaluated under {list(deploying)}; evolve requests counted as in round 1"
+        )
+
     if getattr(getattr(cfg, "transfer", None), "enabled", False):
         notes.append(
             "the cross-executor transfer check (transfer.enabled, on transfer.executor) is not counted here"
         )
     replay = StagePlan("replay", jobs=len(cfg.lineages))  # one job per lineage; no model request
 
-    stages = [acquire, evolve, evaluate, *([defended] if defended.jobs else []), replay]
+    stages = [
+        acquire,
+        evolve,
+        evaluate,
+        *([defended] if defended.jobs else []),
+        *([rounds] if rounds.jobs else []),
+    ]
+    stages.append(replay)
     for st in stages:
         st.tokens = st.requests * per_request
         st.tokens_left = st.requests_left * per_request

@@ -26,7 +26,7 @@ from evoaudit.report import qualitative as qual
 from evoaudit.report import tables as t
 from evoaudit.report import transfer as tr
 from evoaudit.report.files import write_table
-from evoaudit.report.names import DEFENSE_TABLE, EXTENSION_TABLES, ROLLOUT_TABLE, TABLES
+from evoaudit.report.names import DEFENSE_TABLE, EXTENSION_TABLES, ROLLOUT_TABLE, ROUNDS_TABLE, TABLES
 from evoaudit.report.pages import (
     INDEX_PAGE,
     collapse,
@@ -123,9 +123,13 @@ def build_report(
     meta_paths: list[Path] | None = None,
     transfer_paths: list[Path] | None = None,
     defense_paths: list[Path] | None = None,
+    round_paths: list[Path] | None = None,
+    round_meta_paths: list[Path] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """``defense_paths``: the defended shards (config key defenses); with defences configured the report
-    gains the defence table, a named extension beside the paper's tables."""
+    gains the defence table, a named extension beside the paper's tables. ``round_paths`` and
+    ``round_meta_paths``: the later rounds' shards and artifacts (methods_params.rounds); with more than
+    one round the report gains the rounds table and figure, another named extension."""
     for sub in ("tables", "html", "figures"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     rollouts = load_rollouts(rollout_paths)
@@ -214,6 +218,11 @@ def build_report(
     if cfg.defenses:
         frame = extensions[DEFENSE_TABLE] = _defense_table(cfg, data, defense_paths or [], notes)
         _write_table(frame, DEFENSE_TABLE, out_dir, notes[DEFENSE_TABLE], uncertainty, banner)
+    if cfg.methods_params.rounds > 1:
+        frame = extensions[ROUNDS_TABLE] = _rounds_table(
+            cfg, data, round_paths or [], [*(meta_paths or []), *(round_meta_paths or [])], notes
+        )
+        _write_table(frame, ROUNDS_TABLE, out_dir, notes[ROUNDS_TABLE], uncertainty, banner)
     # One row per evaluation rollout (the primary executor's), the notice in the parquet metadata.
     notice = records_sim_notice([r.executor for r in rollouts], banner)
     write_rollout_table(rollouts, out_dir / "tables" / f"{ROLLOUT_TABLE}.parquet", cfg.suite.name, notice)
@@ -248,6 +257,8 @@ def build_report(
 
     if cfg.report.figures:
         figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures", banner)
+        if ROUNDS_TABLE in extensions:
+            figs.draw_rounds(extensions[ROUNDS_TABLE], out_dir / "figures", banner)
 
     # The caller may have split off the determinism check already (it then travels in the provenance).
     checks = provenance.get("checks") or audit_checks(replay_paths)[1]
@@ -298,6 +309,64 @@ def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str
     if absent:
         note += f" Not available in this run: no rollouts for {absent}."
     notes[DEFENSE_TABLE] = note
+    return frame
+
+
+def round_of(path: Path) -> int:
+    """The evolution round a shard or an artifact belongs to: ``.../rounds/<r>/...``, else round 1."""
+    parts = path.parts
+    for i, part in enumerate(parts[:-1]):
+        if part == "rounds" and parts[i + 1].isdigit():
+            return int(parts[i + 1])
+    return 1
+
+
+def artifact_chars(meta_paths: list[Path]) -> dict[tuple[int, str, str], int]:
+    """{(round, lineage, method): characters of the artifact's state files} from paths shaped
+    ``...[/rounds/<r>]/artifacts/<lineage>/<method>/meta.json``."""
+    out = {}
+    for p in meta_paths:
+        meta = json.loads(p.read_text())
+        size = sum(len((p.parent / f).read_text(encoding="utf-8")) for f in meta["state_files"])
+        out[(round_of(p), p.parent.parent.name, p.parent.name)] = size
+    return out
+
+
+def _rounds_table(
+    cfg: Config, data: t.Data, paths: list[Path], meta_paths: list[Path], notes: dict[str, str]
+) -> pd.DataFrame:
+    """The rounds table (report.tables.rounds_table): round 1 from the protocol's own shards, each later
+    round from its shards under rounds/<r>/, and its caption."""
+    by_round: dict[int, list[Rollout]] = {}
+    for p in paths:
+        by_round.setdefault(round_of(p), []).extend(load_rollouts([p]))
+    if 1 in by_round:
+        raise AuditError(
+            f"rounds table: {[str(p) for p in paths if round_of(p) == 1]} are not later-round shards"
+        )
+    evolved = {c for rs in by_round.values() for c in {r.condition for r in rs}}
+    first = t.Data.build(
+        cfg,
+        [r for c in data.conditions if c in evolved for a in ("benign", "attacked") for r in data.get(c, a)],
+    )
+    frames = {1: first, **{r: t.Data.build(cfg, rs) for r, rs in sorted(by_round.items())}}
+    frame = t.rounds_table(frames, artifact_chars(meta_paths))
+    note = (
+        f"A named extension (methods_params.rounds: {cfg.methods_params.rounds}), not part of the paper's "
+        "protocol, which evolves in one offline pass. Each later round acquired on the learning variants "
+        "with the previous round's artifact deployed and evolved from it; every round's artifact was frozen "
+        "before any endpoint variant was read, and each was then evaluated with round 1's seeds."
+    )
+    if sim_notice(cfg):
+        note += (
+            " On the simulator this is a mechanism check of the loop (does each round deploy, evolve, freeze "
+            "and evaluate its predecessor's state?): the simulator's method effects are its cues, not a "
+            "model's response to an evolved artifact, so no drift here is a finding about a model."
+        )
+    missing = sorted(set(range(2, cfg.methods_params.rounds + 1)) - set(by_round))
+    if missing:
+        note += f" Not available in this run: no rollouts for rounds {missing}."
+    notes[ROUNDS_TABLE] = note
     return frame
 
 

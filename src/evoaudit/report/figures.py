@@ -261,3 +261,40 @@ def draw_all(
         paths += harm(tables["harm"], out, notice)
         paths += interface(tables["interface"], out, notice)
     return paths
+
+
+def draw_rounds(rounds: pd.DataFrame, out: Path, notice: str | None = None) -> list[Path]:
+    """Drift per evolution round (the rounds table): one panel per metric, a line per condition pooled
+    over lineages with its interval, and each lineage (a repetition) as a thin line."""
+    metrics = [("utility", "benign utility"), ("exposure", "exposure"), ("asr", "ASR"), ("unauth", "unauth")]
+    metrics.append(("artifact_chars", "artifact length (characters)"))
+    with plt.rc_context(_RC):
+        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.4))
+        if rounds.empty:
+            for ax in axes:
+                _empty(ax, "no later-round episodes in this run")
+            return save_figure(fig, out, "rounds", notice)
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for ax, (col, title) in zip(axes, metrics, strict=True):
+            for i, (cond, rows) in enumerate(rounds.groupby("condition", sort=False)):
+                colour = colours[i % len(colours)]
+                for _, one in rows[rows["lineage"] != "all"].groupby("lineage"):
+                    ax.plot(one["round"], one[col], color=colour, alpha=0.3, linewidth=0.8)
+                pooled = rows[rows["lineage"] == "all"].sort_values("round")
+                if f"{col}_lo" in pooled:
+                    ax.errorbar(
+                        pooled["round"],
+                        pooled[col],
+                        yerr=_err(pooled, col),
+                        color=colour,
+                        marker="o",
+                        capsize=3,
+                        label=cond,
+                    )
+                else:
+                    ax.plot(pooled["round"], pooled[col], color=colour, marker="o", label=cond)
+            ax.set_title(title)
+            ax.set_xlabel("round")
+            ax.set_xticks(sorted(rounds["round"].unique()))
+        axes[0].legend(fontsize=7)
+        return save_figure(fig, out, "rounds", notice)

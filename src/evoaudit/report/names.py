@@ -73,6 +73,9 @@ TABLES: dict[str, tuple[str, str]] = {
 # Tables of named extensions, written only when the extension runs (never part of the paper's report,
 # whose outputs TABLES fixes): the defence axis (config key defenses).
 DEFENSE_TABLE = "defense"
+# Multi-round evolution (methods_params.rounds > 1): its table and its figure.
+ROUNDS_TABLE = "rounds"
+ROUNDS_FIGURE = "rounds"
 EXTENSION_TABLES: dict[str, tuple[str, str]] = {
     DEFENSE_TABLE: (
         "Defences",
@@ -83,5 +86,14 @@ EXTENSION_TABLES: dict[str, tuple[str, str]] = {
         "i.e. whether a defence that holds for the static agent still holds for an evolved one. "
         "Denominators: n_benign benign episodes (utility), n_attacked attacked episodes (utility under "
         "attack, exposure, ASR, unauth), n_exposed exposed ones (conditional ASR).",
+    ),
+    ROUNDS_TABLE: (
+        "Evolution rounds",
+        "Per (round, condition, lineage): benign utility, exposure, ASR and unauthorised state change of the "
+        "artifact each round of evolution left, evaluated on the endpoints after the last round's freeze; "
+        "lineage 'all' pools the lineages, the other rows are the lineages as repetitions. d_* = that round "
+        "− round 1 on the same episodes (same lineage, family, variant, goal and seed); artifact_chars = "
+        "characters of the deployed state files (mean over lineages for 'all'). Denominators: n_benign "
+        "benign episodes (utility), n_attacked attacked episodes (exposure, ASR, unauth).",
     ),
 }

@@ -26,6 +26,8 @@ def report_stage(
     manifest: Path | None = None,
     spec: Path | None = None,
     defended: list[Path] | None = None,
+    rounds: list[Path] | None = None,
+    round_metas: list[Path] | None = None,
 ) -> None:
     """Tables, figures, HTML and report.md, with the seal's roots and the re-execution checks' totals."""
     extra = {}
@@ -48,6 +50,8 @@ def report_stage(
         meta_paths=metas or [],
         transfer_paths=transfer or [],
         defense_paths=defended or [],
+        round_paths=rounds or [],
+        round_meta_paths=round_metas or [],
     )
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from evoaudit.config import Config
 from evoaudit.evaluate.outcome import HARNESS_ERROR
+from evoaudit.methods.conditions import condition
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.stats import FamilyBootstrap, family_signflip, mcnemar_exact
@@ -484,3 +485,60 @@ def find_length_ratios(metas: dict[tuple[str, str], dict]) -> dict[str, dict[str
                     continue
                 break
     return dict(out)
+
+
+ROUNDS_COLUMNS = [
+    "round",
+    "condition",
+    "lineage",
+    "n_benign",
+    *_with_ci("utility", "d_utility"),
+    "n_attacked",
+    "n_exposed",
+    *_with_ci("exposure", "d_exposure", "asr", "d_asr", "unauth", "d_unauth"),
+    "artifact_chars",
+]
+_ROUND_METRICS = ("utility", "exposure", "asr", "unauth")
+
+
+def _of(d: Data, cond: str, arm: str, lineage: str) -> list[Rollout]:
+    rs = d.get(cond, arm)
+    return rs if lineage == "all" else [r for r in rs if r.lineage == lineage]
+
+
+def rounds_table(by_round: dict[int, Data], artifact_chars: dict[tuple[int, str, str], int]) -> pd.DataFrame:
+    """One row per (round, condition, lineage), lineage ``all`` pooling the lineages (their repetitions):
+    benign utility, exposure, ASR and unauthorised state change, and d_* = that round − round 1 on the
+    same episodes (same lineage, family, variant, goal and seed). ``artifact_chars``: the characters of
+    the deployed artifact's state files per (round, lineage, method); ``all`` is their mean. Every
+    interval resamples round 1's families."""
+    first = by_round[1]
+    boot = first.boot
+    lineages = list(first.cfg.lineages)
+    rows = []
+    for r, d in sorted(by_round.items()):
+        for cond in d.conditions:
+            if not (d.get(cond, "benign") or d.get(cond, "attacked")):
+                continue
+            method = condition(cond).method
+            for lineage in ["all", *lineages]:
+                benign, attacked = _of(d, cond, "benign", lineage), _of(d, cond, "attacked", lineage)
+                if not (benign or attacked):
+                    continue
+                row: dict = {"round": r, "condition": cond, "lineage": lineage}
+                row.update(n_benign=len(benign), n_attacked=len(attacked))
+                row["n_exposed"] = len([x for x in attacked if x.outcome.exposed])
+                for col, arm, metric in HEADLINE:
+                    if col not in _ROUND_METRICS:
+                        continue
+                    mine = _of(d, cond, arm, lineage)
+                    _put(row, col, boot, mine, metric)
+                    if r != 1:
+                        theirs = _of(first, cond, arm, lineage)
+                        m.same_seeds(mine, theirs, f"rounds table, round {r} of {cond} ({arm})")
+                        put_delta(row, col, boot, mine, theirs, metric)
+                over = lineages if lineage == "all" else [lineage]
+                sizes = [artifact_chars[(r, ln, method)] for ln in over if (r, ln, method) in artifact_chars]
+                row["artifact_chars"] = sum(sizes) / len(sizes) if sizes else float("nan")
+                rows.append(row)
+    return _ordered(pd.DataFrame(rows), ROUNDS_COLUMNS)

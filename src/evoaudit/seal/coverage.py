@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from evoaudit.config import Config
+from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest
 from evoaudit.seal.manifest import SealError
 
@@ -20,10 +21,32 @@ def artifact_names(cfg: Config) -> list[str]:
     return list(cfg.methods) + sorted({c for c in cfg.conditions if c.startswith("placebo-")})
 
 
+def round_methods(cfg: Config) -> list[str]:
+    """The methods that evolve again in rounds 2.. (``methods_params.rounds``): every evolved method;
+    static has nothing to evolve and a placebo is shaped after its method's first-round artifact."""
+    return [m for m in cfg.methods if m != "static"]
+
+
+def round_artifact(round_index: int, lineage: str, method: str) -> str:
+    """Where round ``round_index``'s artifact lives (round 1: the protocol's own ``artifacts/``)."""
+    if round_index == 1:
+        return f"artifacts/{lineage}/{method}"
+    return f"rounds/{round_index}/artifacts/{lineage}/{method}"
+
+
 def configured_artifacts(cfg: Config, lineage: str | None = None) -> list[str]:
-    """``artifacts/<lineage>/<name>`` of every configured artifact (of one lineage when given)."""
+    """``artifacts/<lineage>/<name>`` of every configured artifact (of one lineage when given), then each
+    later round's ``rounds/<r>/artifacts/<lineage>/<method>``: endpoints open only once the last round of
+    every lineage is frozen."""
     lineages = [lineage] if lineage is not None else list(cfg.lineages)
-    return [f"artifacts/{ln}/{name}" for ln in lineages for name in artifact_names(cfg)]
+    first = [f"artifacts/{ln}/{name}" for ln in lineages for name in artifact_names(cfg)]
+    later = [
+        round_artifact(r, ln, m)
+        for r in range(2, cfg.methods_params.rounds + 1)
+        for ln in lineages
+        for m in round_methods(cfg)
+    ]
+    return first + later
 
 
 def missing_artifacts(manifest: Manifest, cfg: Config, lineage: str | None = None) -> list[str]:
@@ -45,11 +68,22 @@ def require_coverage(manifest: Manifest, cfg: Config, where: Path, lineage: str 
 
 
 def lineage_acquisition(lineage: str, artifact_dirs: list[Path]) -> str:
-    """The one acquisition sha256 every artifact of a lineage evolved from (matched acquisition)."""
+    """The one acquisition sha256 every artifact of a lineage evolved from (matched acquisition). A later
+    round's artifact evolved from its own round's acquisition, which deployed its previous round's
+    artifact: it is held to the first round's record its chain started from (``inputs.origin_acquisition``),
+    and its previous round (``inputs.prior_meta``) must be among ``artifact_dirs``."""
     seen: dict[str, list[str]] = {}
+    metas = {sha256_file(d / "meta.json"): d for d in artifact_dirs if (d / "meta.json").is_file()}
     for d in artifact_dirs:
         meta = json.loads((d / "meta.json").read_text())
-        acq = meta.get("inputs", {}).get("acquisition")
+        prior = meta.get("inputs", {}).get("prior_meta")
+        if prior is not None and prior not in metas:
+            raise SealError(
+                f"freeze {lineage}: {d}/meta.json evolved from a previous round's artifact (meta.json sha256 "
+                f"{prior[:12]}) that is not among this lineage's artifacts: its chain is broken - re-evolve "
+                "the later rounds"
+            )
+        acq = meta.get("inputs", {}).get("origin_acquisition") or meta.get("inputs", {}).get("acquisition")
         if not acq:
             raise SealError(
                 f"freeze {lineage}: {d}/meta.json records no acquisition hash (inputs.acquisition); "

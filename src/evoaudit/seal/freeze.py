@@ -215,13 +215,16 @@ def require_rebuilt(manifest: Manifest, manifest_path: Path, results_dir: Path) 
 
 
 def _artifact_dir(path: str) -> str:
-    """``artifacts/<lineage>/<name>`` of a manifest path."""
+    """``artifacts/<lineage>/<name>`` (or a later round's ``rounds/<r>/artifacts/<lineage>/<name>``) of a
+    manifest path."""
     parts = path.split("/")
-    if len(parts) < 4 or parts[0] != "artifacts":
+    skip = 2 if len(parts) > 2 and parts[0] == "rounds" and parts[1].isdigit() else 0
+    if len(parts) < skip + 4 or parts[skip] != "artifacts":
         raise SealError(
-            f"{TAMPER}: manifest entry {path} is not a file of an artifacts/<lineage>/<name>/ directory"
+            f"{TAMPER}: manifest entry {path} is not a file of an artifacts/<lineage>/<name>/ directory "
+            "(or of a later round's rounds/<r>/artifacts/<lineage>/<name>/)"
         )
-    return "/".join(parts[:3])
+    return "/".join(parts[: skip + 3])
 
 
 def evaluated_artifacts(results_dir: Path, dirs: set[str]) -> dict[str, Path]:

@@ -131,7 +131,11 @@ def redone_artifacts(results_dir: Path, unsealed_root: str) -> set[str]:
 
 
 def refuse_reevolving(artifact_dir: Path) -> None:
-    """``refuse_if_unsealed`` for an artifact at ``<results>/artifacts/<lineage>/<name>``; a directory
-    outside that layout was never frozen by the workflow and is left to its caller."""
+    """``refuse_if_unsealed`` for an artifact at ``<results>/artifacts/<lineage>/<name>`` (or a later
+    round's ``<results>/rounds/<r>/artifacts/<lineage>/<name>``); a directory outside that layout was never
+    frozen by the workflow and is left to its caller."""
     if artifact_dir.parent.parent.name == "artifacts":
-        refuse_if_unsealed(artifact_dir, artifact_dir.parent.parent.parent)
+        results = artifact_dir.parent.parent.parent
+        if results.parent.name == "rounds" and results.name.isdigit():
+            results = results.parent.parent
+        refuse_if_unsealed(artifact_dir, results)

@@ -1,0 +1,82 @@
+# Multi-round evolution (methods_params.rounds, a named extension beside the paper's one offline pass).
+# Round r >= 2 of a lineage x evolved method acquires on the learning variants with round r-1's artifact
+# deployed and evolves from that artifact; the lineage's freeze covers every round (seal.coverage), so
+# no endpoint variant opens before the last round is frozen; then each round's artifact is evaluated.
+
+
+rule acquire_round:
+    input:
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+        prior=get_prior_round_meta,
+    output:
+        rollouts=f"{RESULTS}/rounds/{{round}}/acquire/{{lineage}}/{{method}}/rollouts.jsonl",
+        record=f"{RESULTS}/rounds/{{round}}/acquire/{{lineage}}/{{method}}/record.json",
+    wildcard_constraints:
+        method=_alternation(ROUND_METHODS) if ROUND_METHODS else r"(?!)",
+    params:
+        cfg=get_stage_params("acquire"),
+        round=lambda wc: int(wc.round),
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "acquire"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/rounds/{{round}}/acquire/{{lineage}}/{{method}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rounds/{{round}}/acquire/{{lineage}}/{{method}}.tsv"
+    script:
+        "../../scripts/acquire.py"
+
+
+rule evolve_round:
+    input:
+        rollouts=rules.acquire_round.output.rollouts,
+        record=rules.acquire_round.output.record,
+        table=rules.instances.output.table,
+        prior=get_prior_round_meta,
+    output:
+        # update(): as rule evolve, so that an artifact endpoints were unsealed with is never replaced.
+        meta=update(f"{RESULTS}/rounds/{{round}}/artifacts/{{lineage}}/{{method}}/meta.json"),
+    wildcard_constraints:
+        method=_alternation(ROUND_METHODS) if ROUND_METHODS else r"(?!)",
+    params:
+        cfg=get_stage_params("evolve"),
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "evolve"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/rounds/{{round}}/evolve/{{lineage}}/{{method}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rounds/{{round}}/evolve/{{lineage}}/{{method}}.tsv"
+    script:
+        "../../scripts/evolve.py"
+
+
+# A later round's artifact on the endpoint variants, as rule evaluate runs the first round's: the same
+# episodes and seeds (common random numbers across rounds), the lineage's manifest and unseal event.
+rule evaluate_round:
+    input:
+        table=rules.instances.output.table,
+        spec=rules.instances.output.spec,
+        endpoint=rules.instances.output.endpoint,
+        manifest=ancient(rules.freeze_lineage.output.manifest),
+        event=ancient(rules.unseal_lineage.output.event),
+        meta=get_round_artifact_meta,
+    output:
+        rollouts=f"{RESULTS}/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+    wildcard_constraints:
+        condition=_alternation(ROUND_CONDITIONS) if ROUND_CONDITIONS else r"(?!)",
+    params:
+        cfg=get_stage_params("evaluate"),
+        arm=lambda wc: wc.arm,
+        shard=lambda wc: wc.shard,
+        results=RESULTS,
+    resources:
+        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+    localrule: evoaudit_resources.local_endpoint_rules(CFG)
+    log:
+        f"{RESULTS}/logs/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+    script:
+        "../../scripts/evaluate.py"

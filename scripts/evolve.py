@@ -19,4 +19,5 @@ with job_log(snakemake.log[0]):
         table=Path(snakemake.input.table),
         # evolve_round only: the previous round's artifact, evolution's starting state.
         prior=Path(snakemake.input.prior).parent if "prior" in snakemake.input.keys() else None,
+        results_dir=Path(snakemake.params.results) if hasattr(snakemake.params, "results") else None,
     )

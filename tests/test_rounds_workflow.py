@@ -38,10 +38,12 @@ def test_three_rounds_freeze_before_the_endpoints_open_and_the_report_shows_drif
     assert set(table["lineage"]) == {"all", "L1", "L2"}
     later = table[table["round"] > 1]
     assert later["d_utility"].notna().all() and (later["n_benign"] > 0).all()
-    # AWM and ReasoningBank add to their previous rounds' state: the artifact grows round by round.
+    # ReasoningBank adds each round's memories to the previous bank: the deployed text grows round by
+    # round; AWM keeps its previous workflows (a repeated one once), so its length never falls.
     pooled = table[table["lineage"] == "all"].sort_values("round")
-    for _, rows in pooled.groupby("condition"):
-        assert rows["artifact_chars"].is_monotonic_increasing and rows["artifact_chars"].nunique() == 3
+    bank = pooled[pooled["condition"] == "reasoningbank"]["artifact_chars"]
+    assert bank.is_monotonic_increasing and bank.nunique() == 3
+    assert pooled[pooled["condition"] == "awm-literal"]["artifact_chars"].is_monotonic_increasing
     assert table["simulator_notice"].str.contains("mechanism check").all()
     assert (results / "report" / "figures" / "rounds.png").exists()
     assert "rounds.html" in (results / "report" / "html" / "index.html").read_text()

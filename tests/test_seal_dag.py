@@ -76,25 +76,25 @@ def test_no_job_before_unseal_takes_the_endpoint_file_and_every_reader_comes_aft
     assert [j["rule"] for j in producer] == ["instances"]
 
 
-def test_with_three_rounds_every_rounds_evolution_precedes_the_unseal_and_every_round_is_read_after_it(
-    tmp_path,
-):
+@pytest.mark.parametrize("scope", ["global", "lineage"])
+def test_with_three_rounds_no_endpoint_reader_runs_before_its_lineages_last_round_is_frozen(tmp_path, scope):
     # methods_params.rounds (a named extension): the endpoints stay sealed until the last round is frozen.
-    copy_workflow(tmp_path, {"lineages": ["L1", "L2"], "methods_params": {"rounds": 3}})
+    over = {"lineages": ["L1", "L2"], "methods_params": {"rounds": 3}, "seal": {"seal_scope": scope}}
+    copy_workflow(tmp_path, over)
     jobs = _jobs(snakemake(tmp_path, "-n").stdout)
     unseals = [i for i, j in enumerate(jobs) if j["rule"] in UNSEAL_RULES]
     before = _ancestors(jobs, unseals) | set(unseals)
-    evolved = {f for i in before for f in jobs[i]["output"] if f.startswith("results/rounds/")}
-    for r in (2, 3):
-        for lineage in ("L1", "L2"):
-            for m in ("skillopt", "awm", "reasoningbank"):
-                assert f"results/rounds/{r}/artifacts/{lineage}/{m}/meta.json" in evolved
-                assert f"results/rounds/{r}/acquire/{lineage}/{m}/rollouts.jsonl" in evolved
     assert sorted({jobs[i]["rule"] for i in before if ENDPOINT in jobs[i]["input"]}) == []
-    readers = [i for i, j in enumerate(jobs) if j["rule"] == "evaluate_round"]
+    methods = ("skillopt", "awm", "reasoningbank")
+    last = {ln: {f"results/rounds/3/artifacts/{ln}/{m}/meta.json" for m in methods} for ln in ("L1", "L2")}
+    readers = [i for i, j in enumerate(jobs) if ENDPOINT in j["input"]]
+    assert {jobs[i]["rule"] for i in readers} >= {"evaluate", "evaluate_round", "replay"}
     # Rounds × lineages × the conditions deploying an evolved artifact (skillopt, reasoningbank, both AWM
     # insertions; not static or a placebo) × arms.
-    assert len(readers) == 2 * 2 * 4 * 2
+    assert sum(jobs[i]["rule"] == "evaluate_round" for i in readers) == 2 * 2 * 4 * 2
     for i in readers:
-        assert ENDPOINT in jobs[i]["input"]
+        made = {f for a in _ancestors(jobs, [i]) for f in jobs[a]["output"]}
+        touched = {ln for ln in last if any(f"/{ln}/" in f for f in jobs[i]["output"])} or set(last)
+        for ln in touched:
+            assert last[ln] <= made, (jobs[i]["rule"], ln)
         assert any(jobs[a]["rule"] in UNSEAL_RULES for a in _ancestors(jobs, [i])), jobs[i]

@@ -64,11 +64,12 @@ SHARDS = list(range(CFG.evaluation.shards))
 DEFENSES = list(CFG.defenses)
 # Multi-round evolution (a named extension, methods_params.rounds): rounds 2.. of every evolved method,
 # each under results/rounds/<r>/; one round (the paper's) keeps every path as it was.
+from evoaudit.methods.conditions import round_conditions as _round_conditions
+from evoaudit.seal.coverage import round_methods as _round_methods
+
 ROUNDS = list(range(2, CFG.methods_params.rounds + 1))
-ROUND_METHODS = [m for m in METHODS if m != "static"]
-# The conditions a later round's artifact is evaluated under: those deploying an evolved method's own
-# artifact (a placebo is shaped after the first round's).
-ROUND_CONDITIONS = [c for c in CONDITIONS if parse_condition(c).method in ROUND_METHODS]
+ROUND_METHODS = _round_methods(CFG)
+ROUND_CONDITIONS = _round_conditions(CFG)  # those deploying an evolved method's own artifact
 
 
 def _alternation(ids):
@@ -114,12 +115,12 @@ def get_all_artifact_metas(later_rounds=True):
     # (evoaudit.seal.coverage). later_rounds=False: the first round's alone, the paper's tables' input.
     from evoaudit.seal.coverage import configured_artifacts
 
-    metas = [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG)]
-    return metas if later_rounds else [m for m in metas if m not in get_round_artifact_metas()]
+    return [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG, later_rounds=later_rounds)]
 
 
 def get_round_artifact_metas():
-    return [m for m in get_all_artifact_metas() if m.startswith(f"{RESULTS}/rounds/")]
+    first = set(get_all_artifact_metas(later_rounds=False))
+    return [m for m in get_all_artifact_metas() if m not in first]
 
 
 def get_lineage_artifact_metas(wildcards):

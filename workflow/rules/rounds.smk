@@ -41,6 +41,7 @@ rule evolve_round:
         method=_alternation(ROUND_METHODS) if ROUND_METHODS else r"(?!)",
     params:
         cfg=get_stage_params("evolve"),
+        results=RESULTS,  # where the unseal log is: never read off a later round's path
     resources:
         api_slots=evoaudit_resources.api_slots(CFG, "evolve"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)

@@ -15,12 +15,13 @@ from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.evaluate.stage import deployed_prompts
-from evoaudit.hashing import sha256_file, sha256_json
-from evoaudit.methods.artifact import artifact_files, read_meta
+from evoaudit.hashing import sha256_file
+from evoaudit.methods.artifact import read_meta
 from evoaudit.methods.conditions import Insertion, condition
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.seal.guard import load_learning_instances
+from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.suite.stage import verify_table
 
 
@@ -50,7 +51,7 @@ def acquire(
     else:
         meta = read_meta(prior)
         system, retrieval = deployed_prompts(cfg, Insertion(condition(meta.method), prior), specs)
-        artifact_sha = sha256_json({p.name: sha256_file(p) for p in artifact_files(prior)})
+        artifact_sha = artifact_sha256(prior)
     rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
     info = {
         "lineage": lineage,

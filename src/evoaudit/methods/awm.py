@@ -125,6 +125,22 @@ def parse_workflows(text: str | None, max_workflows: int) -> str:
     return "\n\n".join(good[:max_workflows]) + "\n"
 
 
+def count_workflows(text: str) -> int:
+    return text.count("\n## ") + text.startswith("## ")
+
+
+def merge_workflows(kept: str, induced: str) -> str:
+    """A later round's memory: the previous round's workflows, then the newly induced ones not already
+    kept (a workflow block byte-identical after stripping is kept once). AWM's memory grows by addition;
+    ``max_workflows`` bounds one induction, not the memory."""
+    blocks: list[str] = []
+    for text in (kept, induced):
+        for b in re.split(r"(?m)^(?=## )", text.strip()):
+            if b.strip() and b.strip() not in blocks:
+                blocks.append(b.strip())
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
 # -- the derived arm -------------------------------------------------------------------------------
 
 

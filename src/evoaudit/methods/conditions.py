@@ -8,6 +8,7 @@ from typing import Any
 
 from evoaudit.methods import awm, reasoningbank, skillopt
 from evoaudit.methods.artifact import read_meta
+from evoaudit.seal.coverage import round_methods
 
 # Derived arms: condition name -> (method whose artifact it deploys, insertion transform).
 _ARMS = {"awm-literal": ("awm", "literal"), "awm-adapted": ("awm", "adapted")}
@@ -31,6 +32,14 @@ def condition(name: str) -> Condition:
     base = name.removeprefix("placebo-")
     method = "awm" if base.startswith("awm") else base
     return Condition(name=name, method=method if name == base else f"placebo-{method}")
+
+
+def round_conditions(cfg: Any) -> list[str]:
+    """The conditions a later round's artifact is evaluated under (``methods_params.rounds``): those
+    deploying an evolved method's own artifact, not static and not a placebo (a placebo is shaped after
+    the first round's artifact)."""
+    evolved = round_methods(cfg)
+    return [c for c in cfg.conditions if condition(c).method in evolved]
 
 
 def condition_goals(

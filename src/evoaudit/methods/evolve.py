@@ -33,6 +33,7 @@ from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seal.guard import load_learning_instances
+from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.seal.redo import refuse_reevolving
 from evoaudit.seeds import derive_seed
 
@@ -78,6 +79,27 @@ def judgement_schema(cfg: Config) -> tuple[ResponseSchema, int]:
         JUDGEMENT_SCHEMA.json_schema, cfg.optimizer.max_tokens, "optimizer.max_tokens (judge)"
     )
     return ResponseSchema(name=JUDGEMENT_SCHEMA.name, json_schema=schema), chars
+
+
+def _round_chain(lineage: str, method: str, prior: Path, record: Path) -> dict[str, str]:
+    """What a later round's artifact records of its chain; refused unless ``prior`` is this lineage's and
+    method's previous round, unchanged since its round's acquisition deployed it."""
+    prior_meta = read_meta(prior)
+    if prior_meta.method != method or prior_meta.lineage != lineage:
+        raise ValueError(
+            f"evolve {lineage}/{method}: the previous round's artifact {prior} is "
+            f"{prior_meta.lineage}/{prior_meta.method}"
+        )
+    deployed = json.loads(record.read_text()).get("deployed_sha256")
+    actual = artifact_sha256(prior)
+    if deployed != actual:
+        raise AcquisitionMismatch(
+            f"evolve {lineage}/{method}: {record} deployed an artifact with files hash "
+            f"{(deployed or 'none')[:12]}, but the previous round's {prior} now hashes {actual[:12]}; rerun "
+            "this round's acquisition"
+        )
+    origin = prior_meta.inputs.get("origin_acquisition") or prior_meta.inputs["acquisition"]
+    return {"origin_acquisition": origin, "prior_artifact": actual}
 
 
 def check_answer_budgets(cfg: Config) -> None:
@@ -174,25 +196,20 @@ def evolve(
     out_dir: Path,
     table: Path | None = None,
     prior: Path | None = None,
+    results_dir: Path | None = None,
 ) -> None:
     """Evolve ``method`` from one acquisition record into ``out_dir``. A later round
     (``methods_params.rounds``) passes the previous round's artifact as ``prior``: evolution starts from
     its state (SkillOpt's document; AWM's workflows and ReasoningBank's bank, which this round's add to),
     and the artifact records the first round's acquisition its chain started from and the previous
-    round's meta.json hash, which the freeze checks."""
-    refuse_reevolving(out_dir)  # an artifact that opened endpoints is never replaced in place
+    round's files hash (``prior_artifact``, which must be what this round's acquisition deployed); the
+    freeze checks both. ``results_dir``: where the unseal log is (default: read off ``out_dir``)."""
+    refuse_reevolving(out_dir, results_dir)  # an artifact that opened endpoints is never replaced in place
     acq_sha = assert_acquisition(rollouts, record)  # first, before anything is read
-    write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha)
     chain: dict[str, str] = {}
     if prior is not None:
-        prior_meta = read_meta(prior)
-        if prior_meta.method != method or prior_meta.lineage != lineage:
-            raise ValueError(
-                f"evolve {lineage}/{method}: the previous round's artifact {prior} is "
-                f"{prior_meta.lineage}/{prior_meta.method}"
-            )
-        origin = prior_meta.inputs.get("origin_acquisition") or prior_meta.inputs["acquisition"]
-        chain = {"origin_acquisition": origin, "prior_meta": sha256_file(prior / "meta.json")}
+        chain = _round_chain(lineage, method, prior, record)
+    write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha, **chain)
     if method == "static":
         evolve_static(out_dir, lineage, acq_sha)
         return
@@ -265,10 +282,9 @@ async def _run(
         diag["failed_update"] = bool(examples) and not text
         if prior is not None:  # a later round adds its workflows to the previous round's
             kept_text = (prior / awm.STATE_FILE).read_text()
-            diag["prior_workflows"] = kept_text.count("\n## ") + kept_text.startswith("## ")
-            parts = [t.strip("\n") for t in (kept_text, text) if t.strip()]
-            text = "\n\n".join(parts) + "\n" if parts else ""
-        diag["workflows"] = text.count("\n## ") + text.startswith("## ")
+            diag["prior_workflows"] = awm.count_workflows(kept_text)
+            text = awm.merge_workflows(kept_text, text)
+        diag["workflows"] = awm.count_workflows(text)
         diag["steps"] = len(awm.steps(text))
         diag["adapted_check"] = awm.adapt(text)[1] if text else None
         return {awm.STATE_FILE: text}, diag

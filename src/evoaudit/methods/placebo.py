@@ -117,6 +117,21 @@ def _bank_chars(bank: reasoningbank.Bank) -> int:
     return sum(len(i.title) + len(i.description) + len(i.content) for e in bank.entries for i in e.items)
 
 
+def deployed_chars(directory: Path) -> int:
+    """An artifact's length as its placebo is matched to it: SkillOpt's document, AWM's workflows, the
+    text of ReasoningBank's memory items (not its query vectors); 0 for the static identity."""
+    method = read_meta(directory).method.removeprefix("placebo-")
+    if method == "skillopt":
+        return len((directory / skillopt.STATE_FILE).read_text())
+    if method == "awm":
+        return len((directory / awm.STATE_FILE).read_text())
+    if method == "reasoningbank":
+        return _bank_chars(
+            reasoningbank.Bank.model_validate_json((directory / reasoningbank.BANK_FILE).read_text())
+        )
+    return 0
+
+
 def make_placebo(seed: int, lineage: str, method: str, real_dir: Path, out_dir: Path) -> dict[str, Any]:
     real_meta = read_meta(real_dir)
     rng = random.Random(derive_seed(seed, lineage, method, "placebo"))

@@ -241,18 +241,17 @@ async def build_bank(
     return bank, vectors, diagnostics
 
 
-def extend_bank(
-    prior: Path, bank: Bank, vectors: list[list[float]]
-) -> tuple[Bank, list[list[float]], int]:
+def extend_bank(prior: Path, bank: Bank, vectors: list[list[float]]) -> tuple[Bank, list[list[float]], int]:
     """The previous round's bank (artifact directory ``prior``) with ``bank``'s entries appended, their
     query vectors in the same order, and how many entries came from ``prior``."""
     old = Bank.model_validate_json((prior / BANK_FILE).read_text())
     old_vectors = json.loads((prior / VECTORS_FILE).read_text())
-    if old.embedder != bank.embedder:
-        raise ValueError(
-            f"{prior}: the previous round's bank was embedded with {old.embedder}, this round's with "
-            f"{bank.embedder}; methods_params.reasoningbank.embedder must not change between rounds"
-        )
+    for name in ("embedder", "query_instruction"):  # what the stored query vectors were made with
+        if getattr(old, name) != getattr(bank, name):
+            raise ValueError(
+                f"{prior}: the previous round's bank has {name} {getattr(old, name)!r}, this round's "
+                f"{getattr(bank, name)!r}; methods_params.reasoningbank.{name} must not change between rounds"
+            )
     merged = bank.model_copy(update={"entries": [*old.entries, *bank.entries]})
     return merged, [*old_vectors, *vectors], len(old.entries)
 

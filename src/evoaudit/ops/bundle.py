@@ -74,6 +74,7 @@ MAX_BYTES = 16 << 30
 DERIVED = (
     "replay/*",
     "defense/*/replay/*",
+    "rounds/*/replay/*",
     "apex/replay/*",
     "apex/*/replay/*",
     "report/*",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.errors import AuditError
-from evoaudit.methods.conditions import condition as parse_condition
+from evoaudit.methods.conditions import round_conditions
 
 ARMS = ("benign", "attacked")
 #: Rollout records sampled to measure requests and tokens per rollout (enough for a stable mean).
@@ -291,7 +291,7 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
 
     rounds = StagePlan("rounds")
     evolved = round_methods(cfg)
-    deploying = tuple(c for c in cfg.conditions if parse_condition(c).method in evolved)
+    deploying = tuple(round_conditions(cfg))
     for r in range(2, cfg.methods_params.rounds + 1):
         for lineage in cfg.lineages:
             for method in evolved:

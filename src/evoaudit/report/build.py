@@ -16,6 +16,8 @@ import pandas as pd
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import iter_records
+from evoaudit.methods.conditions import condition
+from evoaudit.methods.placebo import deployed_chars
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
 from evoaudit.replay.defended import shard_defense
@@ -38,6 +40,8 @@ from evoaudit.report.retrieval import retrieved_provenance
 from evoaudit.report.rollout_table import write_rollout_table
 from evoaudit.report.simlabel import records_sim_notice, sim_notice
 from evoaudit.report.stats import INTERVAL_NOTE, SUITE_TASKS, TESTS_NOTE
+from evoaudit.seal.coverage import later_round
+from evoaudit.seal.manifest import artifact_sha256
 
 
 def load_rollouts(paths: list[Path]) -> list[Rollout]:
@@ -219,8 +223,9 @@ def build_report(
         frame = extensions[DEFENSE_TABLE] = _defense_table(cfg, data, defense_paths or [], notes)
         _write_table(frame, DEFENSE_TABLE, out_dir, notes[DEFENSE_TABLE], uncertainty, banner)
     if cfg.methods_params.rounds > 1:
+        metas = [*(meta_paths or []), *(round_meta_paths or [])]
         frame = extensions[ROUNDS_TABLE] = _rounds_table(
-            cfg, data, round_paths or [], [*(meta_paths or []), *(round_meta_paths or [])], notes
+            cfg, data, round_paths or [], metas, out_dir.parent, notes
         )
         _write_table(frame, ROUNDS_TABLE, out_dir, notes[ROUNDS_TABLE], uncertainty, banner)
     # One row per evaluation rollout (the primary executor's), the notice in the parquet metadata.
@@ -312,45 +317,53 @@ def _defense_table(cfg: Config, data: t.Data, paths: list[Path], notes: dict[str
     return frame
 
 
-def round_of(path: Path) -> int:
-    """The evolution round a shard or an artifact belongs to: ``.../rounds/<r>/...``, else round 1."""
-    parts = path.parts
-    for i, part in enumerate(parts[:-1]):
-        if part == "rounds" and parts[i + 1].isdigit():
-            return int(parts[i + 1])
-    return 1
+def round_of(path: Path, results_dir: Path) -> int:
+    """The evolution round a shard or an artifact of ``results_dir`` belongs to: ``rounds/<r>/...``,
+    else round 1 (the protocol's own layout)."""
+    return later_round(Path(path).resolve().relative_to(Path(results_dir).resolve())) or 1
 
 
-def artifact_chars(meta_paths: list[Path]) -> dict[tuple[int, str, str], int]:
-    """{(round, lineage, method): characters of the artifact's state files} from paths shaped
-    ``...[/rounds/<r>]/artifacts/<lineage>/<method>/meta.json``."""
-    out = {}
-    for p in meta_paths:
-        meta = json.loads(p.read_text())
-        size = sum(len((p.parent / f).read_text(encoding="utf-8")) for f in meta["state_files"])
-        out[(round_of(p), p.parent.parent.name, p.parent.name)] = size
-    return out
+def round_artifacts(meta_paths: list[Path], results_dir: Path) -> dict[tuple[int, str, str], Path]:
+    """{(round, lineage, method): artifact directory} of ``[rounds/<r>/]artifacts/<l>/<m>/meta.json``."""
+    return {(round_of(p, results_dir), p.parent.parent.name, p.parent.name): p.parent for p in meta_paths}
 
 
 def _rounds_table(
-    cfg: Config, data: t.Data, paths: list[Path], meta_paths: list[Path], notes: dict[str, str]
+    cfg: Config,
+    data: t.Data,
+    paths: list[Path],
+    meta_paths: list[Path],
+    results_dir: Path,
+    notes: dict[str, str],
 ) -> pd.DataFrame:
     """The rounds table (report.tables.rounds_table): round 1 from the protocol's own shards, each later
-    round from its shards under rounds/<r>/, and its caption."""
+    round from its shards under rounds/<r>/, and its caption. A later round's rollout must have deployed
+    that round's artifact (its ``artifact_sha256``): the round is read off the path, the record proves it."""
+    artifacts = round_artifacts(meta_paths, results_dir)
+    hashes = {key: artifact_sha256(d) for key, d in artifacts.items()}
     by_round: dict[int, list[Rollout]] = {}
     for p in paths:
-        by_round.setdefault(round_of(p), []).extend(load_rollouts([p]))
-    if 1 in by_round:
-        raise AuditError(
-            f"rounds table: {[str(p) for p in paths if round_of(p) == 1]} are not later-round shards"
-        )
+        r = round_of(p, results_dir)
+        if r == 1:
+            raise AuditError(
+                f"rounds table: {p} is not a later round's shard (results/rounds/<r>/evaluate/...)"
+            )
+        for rollout in load_rollouts([p]):
+            key = (r, rollout.lineage, condition(rollout.condition).method)
+            if rollout.artifact_sha256 != hashes.get(key):
+                raise AuditError(
+                    f"rounds table: {p}: rollout {rollout.rollout_id} deployed artifact "
+                    f"{(rollout.artifact_sha256 or 'none')[:12]}, not round {r}'s "
+                    f"{(hashes.get(key) or 'missing')[:12]} ({artifacts.get(key)}); rerun its evaluation"
+                )
+            by_round.setdefault(r, []).append(rollout)
     evolved = {c for rs in by_round.values() for c in {r.condition for r in rs}}
     first = t.Data.build(
         cfg,
         [r for c in data.conditions if c in evolved for a in ("benign", "attacked") for r in data.get(c, a)],
     )
     frames = {1: first, **{r: t.Data.build(cfg, rs) for r, rs in sorted(by_round.items())}}
-    frame = t.rounds_table(frames, artifact_chars(meta_paths))
+    frame = t.rounds_table(frames, {key: deployed_chars(d) for key, d in artifacts.items()})
     note = (
         f"A named extension (methods_params.rounds: {cfg.methods_params.rounds}), not part of the paper's "
         "protocol, which evolves in one offline pass. Each later round acquired on the learning variants "

@@ -93,7 +93,8 @@ EXTENSION_TABLES: dict[str, tuple[str, str]] = {
         "artifact each round of evolution left, evaluated on the endpoints after the last round's freeze; "
         "lineage 'all' pools the lineages, the other rows are the lineages as repetitions. d_* = that round "
         "− round 1 on the same episodes (same lineage, family, variant, goal and seed); artifact_chars = "
-        "characters of the deployed state files (mean over lineages for 'all'). Denominators: n_benign "
+        "characters of the deployed artifact as placebos measure it (skill document, workflows, memory "
+        "items' text; mean over lineages for 'all'). Denominators: n_benign "
         "benign episodes (utility), n_attacked attacked episodes (exposure, ASR, unauth).",
     ),
 }

@@ -509,8 +509,9 @@ def _of(d: Data, cond: str, arm: str, lineage: str) -> list[Rollout]:
 def rounds_table(by_round: dict[int, Data], artifact_chars: dict[tuple[int, str, str], int]) -> pd.DataFrame:
     """One row per (round, condition, lineage), lineage ``all`` pooling the lineages (their repetitions):
     benign utility, exposure, ASR and unauthorised state change, and d_* = that round − round 1 on the
-    same episodes (same lineage, family, variant, goal and seed). ``artifact_chars``: the characters of
-    the deployed artifact's state files per (round, lineage, method); ``all`` is their mean. Every
+    same episodes (same lineage, family, variant, goal and seed). ``artifact_chars``: the deployed
+    artifact's length per (round, lineage, method) (``methods.placebo.deployed_chars``); ``all`` is their
+    mean. Every
     interval resamples round 1's families."""
     first = by_round[1]
     boot = first.boot

@@ -8,12 +8,12 @@ they cannot disagree.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from evoaudit.config import Config
-from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest
-from evoaudit.seal.manifest import SealError
+from evoaudit.seal.manifest import SealError, artifact_sha256
 
 
 def artifact_names(cfg: Config) -> list[str]:
@@ -27,6 +27,16 @@ def round_methods(cfg: Config) -> list[str]:
     return [m for m in cfg.methods if m != "static"]
 
 
+def later_round(rel: str | Path) -> int | None:
+    """The round of a results-relative path under ``rounds/<r>/`` (r >= 2, written without a leading
+    zero), else None: round 1 is the protocol's own layout."""
+    parts = Path(rel).parts
+    if len(parts) > 2 and parts[0] == "rounds" and re.fullmatch(r"[1-9][0-9]*", parts[1]):
+        if int(parts[1]) >= 2:
+            return int(parts[1])
+    return None
+
+
 def round_artifact(round_index: int, lineage: str, method: str) -> str:
     """Where round ``round_index``'s artifact lives (round 1: the protocol's own ``artifacts/``)."""
     if round_index == 1:
@@ -34,15 +44,15 @@ def round_artifact(round_index: int, lineage: str, method: str) -> str:
     return f"rounds/{round_index}/artifacts/{lineage}/{method}"
 
 
-def configured_artifacts(cfg: Config, lineage: str | None = None) -> list[str]:
+def configured_artifacts(cfg: Config, lineage: str | None = None, later_rounds: bool = True) -> list[str]:
     """``artifacts/<lineage>/<name>`` of every configured artifact (of one lineage when given), then each
-    later round's ``rounds/<r>/artifacts/<lineage>/<method>``: endpoints open only once the last round of
-    every lineage is frozen."""
+    later round's ``rounds/<r>/artifacts/<lineage>/<method>`` (unless ``later_rounds`` is False): a
+    lineage's endpoints open only once its last round is frozen."""
     lineages = [lineage] if lineage is not None else list(cfg.lineages)
     first = [f"artifacts/{ln}/{name}" for ln in lineages for name in artifact_names(cfg)]
     later = [
         round_artifact(r, ln, m)
-        for r in range(2, cfg.methods_params.rounds + 1)
+        for r in range(2, cfg.methods_params.rounds + 1 if later_rounds else 2)
         for ln in lineages
         for m in round_methods(cfg)
     ]
@@ -67,22 +77,33 @@ def require_coverage(manifest: Manifest, cfg: Config, where: Path, lineage: str 
         )
 
 
+def check_round_chains(lineage: str, artifact_dirs: list[Path], results_dir: Path) -> None:
+    """Each later round's artifact (``rounds/<r>/artifacts/<lineage>/<method>``) must have evolved from
+    round r-1's artifact of its method as it is now, file for file (``inputs.prior_artifact``, which its
+    evolve job checked against what its round's acquisition deployed), and round r-1 must be frozen with
+    it."""
+    frozen = {d.resolve() for d in artifact_dirs}
+    for d in artifact_dirs:
+        r = later_round(d.resolve().relative_to(results_dir.resolve()))
+        if r is None:
+            continue
+        prior = results_dir / round_artifact(r - 1, lineage, d.name)
+        recorded = json.loads((d / "meta.json").read_text()).get("inputs", {}).get("prior_artifact")
+        if prior.resolve() not in frozen or recorded != artifact_sha256(prior):
+            raise SealError(
+                f"freeze {lineage}: {d} did not evolve from {prior} as it is now (recorded files hash "
+                f"{(recorded or 'none')[:12]}): the chain of rounds is broken - re-evolve round {r} and after"
+            )
+
+
 def lineage_acquisition(lineage: str, artifact_dirs: list[Path]) -> str:
     """The one acquisition sha256 every artifact of a lineage evolved from (matched acquisition). A later
     round's artifact evolved from its own round's acquisition, which deployed its previous round's
-    artifact: it is held to the first round's record its chain started from (``inputs.origin_acquisition``),
-    and its previous round (``inputs.prior_meta``) must be among ``artifact_dirs``."""
+    artifact: it is held to the first round's record its chain started from (``inputs.origin_acquisition``;
+    ``check_round_chains`` checks the chain itself)."""
     seen: dict[str, list[str]] = {}
-    metas = {sha256_file(d / "meta.json"): d for d in artifact_dirs if (d / "meta.json").is_file()}
     for d in artifact_dirs:
         meta = json.loads((d / "meta.json").read_text())
-        prior = meta.get("inputs", {}).get("prior_meta")
-        if prior is not None and prior not in metas:
-            raise SealError(
-                f"freeze {lineage}: {d}/meta.json evolved from a previous round's artifact (meta.json sha256 "
-                f"{prior[:12]}) that is not among this lineage's artifacts: its chain is broken - re-evolve "
-                "the later rounds"
-            )
         acq = meta.get("inputs", {}).get("origin_acquisition") or meta.get("inputs", {}).get("acquisition")
         if not acq:
             raise SealError(

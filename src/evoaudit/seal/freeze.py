@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from evoaudit.provenance import code_revision, directory_lock
 from evoaudit.records import Manifest
-from evoaudit.seal.coverage import lineage_acquisition
+from evoaudit.seal.coverage import check_round_chains, later_round, lineage_acquisition
 from evoaudit.seal.manifest import (
     SealError,
     artifact_files,
@@ -54,6 +54,7 @@ def freeze_lineage(
             )
         files.extend(artifact_files(d))
     lineage_acquisition(lineage, artifact_dirs)  # one acquisition record per lineage, or no freeze
+    check_round_chains(lineage, artifact_dirs, results_dir)  # each later round from its predecessor
     manifest = build_manifest(files, results_dir, lineage=lineage)
     for f in files:
         make_read_only(f)
@@ -218,7 +219,7 @@ def _artifact_dir(path: str) -> str:
     """``artifacts/<lineage>/<name>`` (or a later round's ``rounds/<r>/artifacts/<lineage>/<name>``) of a
     manifest path."""
     parts = path.split("/")
-    skip = 2 if len(parts) > 2 and parts[0] == "rounds" and parts[1].isdigit() else 0
+    skip = 2 if later_round(path) is not None else 0
     if len(parts) < skip + 4 or parts[skip] != "artifacts":
         raise SealError(
             f"{TAMPER}: manifest entry {path} is not a file of an artifacts/<lineage>/<name>/ directory "
@@ -234,10 +235,13 @@ def evaluated_artifacts(results_dir: Path, dirs: set[str]) -> dict[str, Path]:
     placebo condition its placebo, an AWM insertion arm (``awm-literal``, ``awm-adapted``) the AWM artifact,
     any other condition the artifact of its name."""
     found: dict[str, Path] = {}
-    for shard in sorted((results_dir / "evaluate").glob("*/*/*/shard*.jsonl*")):
+    shards = [*(results_dir / "evaluate").glob("*/*/*/shard*.jsonl*")]
+    shards += results_dir.glob("rounds/*/evaluate/*/*/*/shard*.jsonl*")  # a later round's: its own artifact
+    for shard in sorted(shards):
         lineage, condition = shard.parts[-4], shard.parts[-3]
         name = condition if condition.startswith("placebo-") else condition.split("-")[0]
-        d = f"artifacts/{lineage}/{name}"
+        r = later_round(shard.relative_to(results_dir))
+        d = f"artifacts/{lineage}/{name}" if r is None else f"rounds/{r}/artifacts/{lineage}/{name}"
         if d in dirs and d not in found and _has_record(shard):
             found[d] = shard
     return found

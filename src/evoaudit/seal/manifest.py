@@ -11,7 +11,7 @@ from typing import Any
 
 from evoaudit import atomic
 from evoaudit.errors import AuditError
-from evoaudit.hashing import sha256_file
+from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.records import Manifest, ManifestEntry
 
 
@@ -29,6 +29,12 @@ def root_hash(entries: list[ManifestEntry]) -> str:
 def artifact_files(directory: Path) -> list[Path]:
     """Every file of an artifact directory, sorted: what a manifest covers and evaluation verifies."""
     return sorted(p for p in directory.rglob("*") if p.is_file())
+
+
+def artifact_sha256(directory: Path) -> str:
+    """One hash over an artifact directory's files (name -> sha256): what a rollout records as the
+    artifact it deployed, and what a later round records of the artifact it evolved from."""
+    return sha256_json({p.name: sha256_file(p) for p in artifact_files(directory)})
 
 
 def build_manifest(files: list[Path], base: Path, lineage: str | None = None) -> Manifest:

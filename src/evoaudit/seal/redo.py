@@ -20,6 +20,7 @@ from typing import Any
 
 from evoaudit.hashing import sha256_file
 from evoaudit.provenance import code_revision
+from evoaudit.seal.coverage import later_round
 from evoaudit.seal.manifest import SealError
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,13 @@ def refuse_if_unsealed(artifact_dir: Path, results_dir: Path) -> None:
     if event is not None:
         rel = artifact_dir.resolve().relative_to(results_dir.resolve()).as_posix()
         lineage, name = rel.split("/")[-2:]
+        if later_round(rel) is not None:
+            raise SealError(
+                f"protocol rule 'one unseal per freeze': {artifact_dir} is frozen and endpoints were "
+                f"unsealed with it (unseal event {event.get('key')} at {event.get('time')}); a later round's "
+                "artifact is not evolved again in place, and `evoaudit redo` does not rebuild a chain of "
+                "rounds: run the multi-round audit again under another results_dir"
+            )
         raise SealError(
             f"protocol rule 'one unseal per freeze': {artifact_dir} is frozen and endpoints were unsealed "
             f"with it (unseal event {event.get('key')} at {event.get('time')}, root "
@@ -130,12 +138,11 @@ def redone_artifacts(results_dir: Path, unsealed_root: str) -> set[str]:
     return {e["artifact"] for e in superseded_log(results_dir) if e["unsealed_root"] == unsealed_root}
 
 
-def refuse_reevolving(artifact_dir: Path) -> None:
-    """``refuse_if_unsealed`` for an artifact at ``<results>/artifacts/<lineage>/<name>`` (or a later
-    round's ``<results>/rounds/<r>/artifacts/<lineage>/<name>``); a directory outside that layout was never
-    frozen by the workflow and is left to its caller."""
-    if artifact_dir.parent.parent.name == "artifacts":
-        results = artifact_dir.parent.parent.parent
-        if results.parent.name == "rounds" and results.name.isdigit():
-            results = results.parent.parent
-        refuse_if_unsealed(artifact_dir, results)
+def refuse_reevolving(artifact_dir: Path, results_dir: Path | None = None) -> None:
+    """``refuse_if_unsealed`` for an artifact of the workflow's results directory ``results_dir`` (the
+    workflow passes it). Without it, read off the layout ``<results>/artifacts/<lineage>/<name>``; a
+    directory outside that layout was never frozen by the workflow and is left to its caller."""
+    if results_dir is not None:
+        refuse_if_unsealed(artifact_dir, results_dir)
+    elif artifact_dir.parent.parent.name == "artifacts":
+        refuse_if_unsealed(artifact_dir, artifact_dir.parent.parent.parent)

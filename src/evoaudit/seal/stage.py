@@ -9,7 +9,7 @@ from typing import Any
 from evoaudit.config import Config
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Manifest
-from evoaudit.seal.coverage import artifact_names, require_coverage
+from evoaudit.seal.coverage import artifact_names, require_coverage, round_methods
 from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError, read_manifest
 from evoaudit.seal.redo import archive_for_redo, covering_event
@@ -81,6 +81,14 @@ def redo_stage(
         raise SealError(
             f"redo: {lineage}/{artifact} is not a configured artifact (lineages {list(cfg.lineages)}, "
             f"artifacts {names})"
+        )
+    if cfg.methods_params.rounds > 1 and artifact in round_methods(cfg):
+        # Its later rounds, and their acquisitions, were built on it; archiving one link would leave them
+        # to be redone from a record the unsealed rounds already used.
+        raise SealError(
+            f"redo: {lineage}/{artifact} starts a chain of {cfg.methods_params.rounds} rounds "
+            "(methods_params.rounds); redo does not rebuild a chain of rounds: run the multi-round audit "
+            "again under another results_dir"
         )
     entries = [archive_for_redo(results_dir / "artifacts" / lineage / artifact, results_dir, reason)]
     dependant = results_dir / "artifacts" / lineage / f"placebo-{artifact}"

@@ -49,7 +49,9 @@ def test_small_audit_runs_end_to_end_against_llama_server(tmp_path, llama_cpp_se
         "suite": {"goals": ["injection_task_0"], "families": ["user_task_0", "user_task_3", "user_task_13"]},
         "agent": {"max_steps": 3},
         "executor": endpoint,
-        "optimizer": {**endpoint, "temperature": 1.0},
+        # The methods' structured answers need room: 96 tokens cannot hold ReasoningBank's memories (the
+        # run would stop at its start, naming optimizer.max_tokens and the minimum).
+        "optimizer": {**endpoint, "max_tokens": 256, "temperature": 1.0},
         "transfer": {"enabled": False},
         "seal": {"verify_sample": 2},
     }

@@ -113,3 +113,16 @@ def test_a_file_that_is_not_a_rollout_table_is_refused(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "x.parquet")
     with pytest.raises(AuditError, match="not a rollout table"):
         rt.read_rollout_table(tmp_path / "x.parquet")
+
+
+def test_defence_and_runner_profile_survive_the_round_trip(tmp_path):
+    plain = mk("L1", "static", "benign", "f1", "v3")
+    profiled = mk("L1", "static", "attacked", "f1", "v3", "injection_task_9").model_copy(
+        update={"defense": "spotlighting_with_delimiting", "agent_profile": "agentdojo", "max_steps": 7}
+    )
+    path = rt.write_rollout_table([plain, profiled], tmp_path / "rollouts.parquet", "banking")
+    rebuilt = {r.rollout_id: r for r in rt.rollouts_from_table(rt.read_rollout_table(path))}
+    got = rebuilt[profiled.rollout_id]
+    assert (got.defense, got.agent_profile, got.max_steps) == ("spotlighting_with_delimiting", "agentdojo", 7)
+    got = rebuilt[plain.rollout_id]
+    assert (got.defense, got.agent_profile, got.max_steps) == (None, None, None)

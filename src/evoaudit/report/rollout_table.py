@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from evoaudit.errors import AuditError
 from evoaudit.records import Outcome, Rollout, Usage
 
-ROLLOUT_TABLE_SCHEMA_VERSION = 1
+# Version 2: the defence and runner-profile columns (defense, agent_profile, max_steps).
+ROLLOUT_TABLE_SCHEMA_VERSION = 2
 HARM_PREFIX = "harm_"
 META_KEY = b"evoaudit"
 NOTICE_KEY = b"evoaudit.simulator_notice"
@@ -126,6 +127,12 @@ class RolloutRow(BaseModel):
     """Retrieval-based conditions: what was retrieved, with provenance, as JSON; empty otherwise."""
     final_output: str
     """The agent's final message."""
+    defense: str | None
+    """The defence the episode ran under (``defenses``); empty for the undefended protocol."""
+    agent_profile: str | None
+    """The runner profile the episode ran under (``agent.profile``); empty for the default profile."""
+    max_steps: int | None
+    """The runner profile's turn limit; empty for the default profile."""
 
 
 _ARROW = {str: pa.string(), bool: pa.bool_(), int: pa.int64(), float: pa.float64()}
@@ -203,6 +210,9 @@ def row(r: Rollout, suite: str) -> RolloutRow:
         requests=r.usage.requests,
         retrieval=_json(r.retrieval),
         final_output=r.final_output,
+        defense=r.defense,
+        agent_profile=r.agent_profile,
+        max_steps=r.max_steps,
     )
 
 
@@ -310,6 +320,9 @@ def rollouts_from_table(frame: pd.DataFrame) -> list[Rollout]:
                     requests=int(rec["requests"]),
                 ),
                 retrieval=json.loads(rec["retrieval"]) if rec["retrieval"] else None,
+                defense=rec["defense"],
+                agent_profile=rec["agent_profile"],
+                max_steps=None if rec["max_steps"] is None else int(rec["max_steps"]),
             )
         )
     return out

@@ -22,6 +22,7 @@ from evoaudit import atomic
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import public_config, redact_url
 from evoaudit.hashing import sha256_file
+from evoaudit.records import Manifest
 
 PACKAGES = ("evoaudit", "agentdojo", "snakemake", "openai")
 PROVENANCE_FILE = "provenance.json"
@@ -86,7 +87,7 @@ def config_sha256(cfg: Config) -> str:
 def _root(path: Path | None) -> str | None:
     if path is None or not Path(path).exists():
         return None
-    return json.loads(Path(path).read_text()).get("root")
+    return Manifest.read(path).root
 
 
 def provenance(

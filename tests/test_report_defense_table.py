@@ -8,7 +8,7 @@ import math
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.records import Outcome, Rollout
+from evoaudit.records import Outcome, ReplayReport, Rollout
 from evoaudit.report import tables as t
 
 FAMILIES = [f"user_task_{k}" for k in range(6)]
@@ -169,7 +169,6 @@ def test_apex_harms_defence_table_pairs_each_defended_episode_with_its_undefende
 
 
 def test_apex_harms_defended_runs_come_from_their_directory_and_must_say_so(tmp_path):
-    import json as json_mod
 
     from apex_rollout_kit import apex_rollout
 
@@ -192,5 +191,15 @@ def test_apex_harms_defended_runs_come_from_their_directory_and_must_say_so(tmp_
     reports = []
     for k, n in enumerate((0, 2)):
         reports.append(tmp_path / f"r{k}.json")
-        reports[-1].write_text(json_mod.dumps({"replayed": 3, "mismatched_rollouts": n}))
+        details = [
+            {"rollout_id": f"x{i}", "field": "utility", "recorded": "1", "recomputed": "0"} for i in range(n)
+        ]
+        ReplayReport(
+            rollouts="s.jsonl",
+            replayed=3,
+            mismatched_rollouts=n,
+            mismatches_by_field={"utility": n} if n else {},
+            on_mismatch="record",
+            details=details,
+        ).write(reports[-1])
     assert replay_totals(reports) == {"replayed": 6, "mismatched_rollouts": 2}

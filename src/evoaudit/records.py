@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_serializer,
@@ -755,3 +756,61 @@ class RunManifest(FileRecord):
     """Per model."""
     sandbox: dict[str, Any]
     """The sandbox that runs workspace programs."""
+
+
+class ProvenanceEntry(_Record):
+    """What is needed to reproduce one output file: one entry of the ``provenance.json`` beside it, keyed by
+    the output's name (``provenance.write_provenance``). A stage adds fields of its own (a defence, the
+    judge's fingerprint, replay's policy, ...), kept as they are."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    schema_version: int = SCHEMA_VERSION
+    """The entry's layout version; an entry written before the field existed reads as version 1."""
+    stage: str | None
+    """The stage that wrote the output."""
+    config_sha256: str
+    """Hash of the configuration, URL credentials redacted."""
+    code: dict[str, Any]
+    """The evoaudit source's git revision and dirty flag."""
+    packages: dict[str, str | None]
+    """Versions of the packages results depend on."""
+    suite_spec_sha256: str | None
+    """sha256 of the suite spec the stage read, if any."""
+    executor: dict[str, Any]
+    """The executor endpoint's fingerprint (never a secret)."""
+    optimizer: dict[str, Any]
+    """The optimizer endpoint's fingerprint."""
+    seeds: dict[str, Any]
+    """The global seed and how episode seeds derive from it."""
+    seed: int
+    """The global seed."""
+    manifest_root: str | None
+    """Root of the freeze manifest the stage read, if any."""
+    seal_scope: str
+    """``seal.seal_scope``."""
+    infra_failure_policy: str
+    """``evaluation.infra_failure_policy``."""
+
+
+PROVENANCE_ENTRIES = TypeAdapter(dict[str, ProvenanceEntry])
+
+
+def read_provenance(path: str | Path) -> dict[str, ProvenanceEntry]:
+    """The entries of a ``provenance.json`` by output name; none when there is no file."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        return PROVENANCE_ENTRIES.validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise RecordFileError(
+            f"{path}: not a valid provenance file ({_field_errors(exc)}); delete it and rerun the stages "
+            "whose outputs are beside it"
+        ) from None
+
+
+def write_provenance_file(path: str | Path, entries: dict[str, ProvenanceEntry]) -> None:
+    """Write ``entries`` sorted by output name, atomically."""
+    data = {name: entries[name].model_dump(mode="json") for name in sorted(entries)}
+    atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -13,6 +13,7 @@ from evoaudit.evaluate import apex_shard
 from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
     Decisions,
+    DeterminismReport,
     FileRecord,
     JudgeFile,
     LineageOpening,
@@ -123,6 +124,14 @@ JUDGE = {
     "asked": 1,
     "decisions": {"r1": {"task_score": TASK, "attack_success": RULED, "exposure": RULED}},
 }
+VERIFY = {
+    "sampled": 2,
+    "verified": 1,
+    "differing": 1,
+    "ignored_fields": ["wall_s"],
+    "rollouts": ["L1/static/benign/a", "L1/static/benign/b"],
+    "details": [{"rollout_id": "L1/static/benign/b", "shard": "shard0.jsonl", "fields": ["outcome"]}],
+}
 REPLAY = {
     "rollouts": "results/evaluate/L1/static/benign/shard0.jsonl",
     "replayed": 3,
@@ -140,8 +149,9 @@ BEFORE = [
     (LineageOpening, OPENING, {"indent": 2, "sort_keys": True}),
     (JudgeFile, JUDGE, {"indent": 1, "sort_keys": True}),
     (ReplayReport, REPLAY, {"indent": 2}),
+    (DeterminismReport, VERIFY, {"indent": 2, "sort_keys": True}),
 ]
-IDS = ["banking-spec", "apex-spec", "unseal", "lineage-opening", "judge", "replay"]
+IDS = ["banking-spec", "apex-spec", "unseal", "lineage-opening", "judge", "replay", "verify"]
 
 
 def _run_manifest(tmp_path: Path, monkeypatch) -> dict:

@@ -689,6 +689,39 @@ class ReplayReport(FileRecord):
         return len(v) if isinstance(v, list) else v
 
 
+class Difference(_Record):
+    """One rerun rollout that differs from its record."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rollout_id: str
+    """The rollout."""
+    shard: str
+    """The shard that holds its record."""
+    fields: list[str]
+    """Top-level fields that differ (timing aside); ``["<missing>"]`` when the rerun lost the rollout."""
+
+
+class DeterminismReport(FileRecord):
+    """The determinism check's report (``verify/verify.json``, ``verify.verify_rollouts``): a sample of
+    rollouts rerun and compared with their records; it travels with the replay reports."""
+
+    FIX: ClassVar[str] = "rerun the verify rule"
+
+    sampled: int
+    """Rollouts rerun."""
+    verified: int
+    """Of those, byte-identical to their records (timing and answer-source fields aside)."""
+    differing: int
+    """Of those, different."""
+    ignored_fields: list[str]
+    """Fields left out of the comparison."""
+    rollouts: list[str]
+    """The sampled rollouts' keys."""
+    details: list[Difference]
+    """Every differing rollout."""
+
+
 class RunModel(_Record):
     """One APEX model's orchestrator settings in the run manifest."""
 

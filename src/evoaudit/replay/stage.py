@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -12,7 +11,7 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Instance, ReplayReport, Rollout
+from evoaudit.records import DeterminismReport, Instance, ReplayReport, Rollout
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.recompute import field_family
 from evoaudit.replay.suites import replay_for
@@ -193,6 +192,6 @@ def audit_checks(paths: list[Path]) -> tuple[list[Path], dict[str, Any]]:
     }
     for p in paths:
         if p.name == VERIFY_REPORT_NAME:
-            v = json.loads(p.read_text())
-            checks["verify"] = {k: v[k] for k in ("sampled", "verified", "differing")}
+            v = DeterminismReport.read(p)
+            checks["verify"] = {"sampled": v.sampled, "verified": v.verified, "differing": v.differing}
     return shards, checks

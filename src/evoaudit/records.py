@@ -75,7 +75,10 @@ class Instance(_Record):
     parameters: dict[str, Any] = Field(default_factory=dict)
     # Human-readable list of fixture edits this variant makes (e.g. an amount changed in the history).
     fixture_changes: list[dict[str, Any]] = Field(default_factory=list)
-    # The suite's environment YAML for this variant, with ``{vector}`` injection placeholders left in.
+    # Opaque above suite/: the suite that built the instance decodes it. AgentDojo suites: the suite's
+    # environment YAML for this variant, ``{vector}`` injection placeholders left in, as AgentDojo's loader
+    # formats and parses it. APEX-Harm: a JSON reference to a cached world (``suite/apex/environment.py``).
+    # Not re-encoded to one format: Banking's instance table and every hash over it would change.
     environment_template: str
     ground_truth: list[Call]
     answer: str | None = None  # what a correct final message must state, when the task asks a question

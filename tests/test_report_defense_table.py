@@ -8,6 +8,7 @@ import math
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.provenance import provenance
 from evoaudit.records import Outcome, ReplayReport, Rollout
 from evoaudit.report import tables as t
 
@@ -109,7 +110,9 @@ def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     marked_paths.parent.mkdir(parents=True)
     plain_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(4, 4)))
     marked_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "data_marking")))
-    checks = {"checks": {"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}}
+    checks = provenance(
+        cfg, stage="report", checks={"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}
+    )
     out = tmp_path / "with"
     build_report(cfg, [plain_paths], [], checks, out, defense_paths=[marked_paths])
     assert (out / "tables" / "defense.csv").exists() and (out / "tables" / "defense.parquet").exists()

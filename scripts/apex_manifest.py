@@ -1,16 +1,15 @@
 """Stage script (rule apex_manifest): the APEX runs' orchestrator settings (run_manifest.json)."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
-import json
 from pathlib import Path
 
-from evoaudit import atomic
 from evoaudit.config import from_dict
 from evoaudit.credentials import public_config
 from evoaudit.evaluate.apex_shard import run_manifest
 from evoaudit.joblog import job_log
+from evoaudit.records import RunManifest
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
     body = public_config(run_manifest(cfg, Path(snakemake.input.spec), Path(snakemake.input.attacks)))
-    atomic.write_text(Path(snakemake.output.manifest), json.dumps(body, indent=2, sort_keys=True) + "\n")
+    RunManifest.model_validate(body).write(Path(snakemake.output.manifest))

@@ -51,3 +51,25 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
             f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
     return proc
+
+
+def write_suite_spec(path: Path, instances: list, endpoint_variants: tuple[str, ...], table: Path) -> dict:
+    """The sealed tables of ``instances`` beside ``table`` and a suite spec committing them at ``path``, as
+    the suite stage writes one; the fields a suite describes itself by are placeholders."""
+    from evoaudit.suite.stage import write_sealed_tables, write_spec
+
+    base = {
+        "suite": "banking",
+        "benchmark_version": "test",
+        "checker_audit_profile": "published",
+        "checker_audit_sha256": "0" * 64,
+        "variant_probes_sha256": "0" * 64,
+        "families": sorted({i.family for i in instances}),
+        "excluded": {},
+        "official_unchanged": [],
+        "official_only_spurious": [],
+        "corrections": {},
+        "goal_checkers": {},
+        "goal_checker_probes": None,
+    }
+    return write_spec(path, {**base, **write_sealed_tables(instances, endpoint_variants, table)}, instances)

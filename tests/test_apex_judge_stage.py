@@ -76,8 +76,9 @@ def test_a_partial_instruction_is_left_open_for_the_judge_and_a_full_one_is_rule
 def test_an_outcome_without_decisions_serialises_as_before():
     o = Outcome(utility=True, task_score=1.0, attack_success=None, exposed=None)
     assert "decisions" not in json.loads(o.model_dump_json())
-    d = Outcome(utility=True, task_score=1.0, attack_success=False, exposed=None, decisions={"x": {}})
-    assert json.loads(d.model_dump_json())["decisions"] == {"x": {}}
+    recorded = {"task_score": {"value": 1.0, "decided_by": "rule", "criteria": []}}
+    d = Outcome(utility=True, task_score=1.0, attack_success=False, exposed=None, decisions=recorded)
+    assert json.loads(d.model_dump_json())["decisions"] == recorded
 
 
 # --- the judge stage and the report's shares --------------------------------------------------------------
@@ -205,7 +206,8 @@ def test_a_judged_criterion_is_recorded_open_and_only_it_is_asked_of_the_judge()
 
 
 def _benign(rid: str, decisions: dict) -> Rollout:
-    r = _rollout(rid, "m1", {"attack_success": {"value": None}, "exposure": {"value": None}})
+    na = {"value": None, "decided_by": "not_applicable", "judge_request": None, "evidence": ""}
+    r = _rollout(rid, "m1", {"attack_success": na, "exposure": na})
     score = decisions["task_score"]["value"]
     outcome = Outcome(
         utility=score == 1.0, task_score=score, attack_success=None, exposed=None, decisions=decisions

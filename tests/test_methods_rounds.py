@@ -8,6 +8,7 @@ import math
 import shutil
 
 import pytest
+from conftest import write_suite_spec
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.acquire import acquire
@@ -23,7 +24,6 @@ from evoaudit.seal.freeze import freeze_lineage
 from evoaudit.seal.manifest import SealError
 from evoaudit.seal.stage import redo_stage
 from evoaudit.suite.agentdojo.banking.instances import build_instances
-from evoaudit.suite.stage import write_sealed_tables
 
 METHODS = ["skillopt", "awm", "reasoningbank"]
 RAW = {
@@ -42,7 +42,7 @@ def chain(tmp_path_factory):
     cfg = config_mod.from_dict(RAW)
     table, spec = results / "suite" / "instances.parquet", results / "suite" / "suite_spec.json"
     table.parent.mkdir(parents=True)
-    spec.write_text(json.dumps(write_sealed_tables(build_instances(cfg), cfg.roles.endpoint_variants, table)))
+    write_suite_spec(spec, build_instances(cfg), cfg.roles.endpoint_variants, table)
     first = results / "acquire" / "L1"
     acquire(cfg, "L1", table, spec, first / "rollouts.jsonl", first / "record.json")
     for m in ["static", *METHODS]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evoaudit import config as config_mod
 from evoaudit.provenance import PACKAGES, provenance, write_provenance
+from evoaudit.records import Manifest
 
 REQUIRED = {
     "config_sha256",
@@ -27,7 +28,7 @@ def test_provenance_names_config_code_packages_spec_fingerprints_seeds_root_and_
     spec = tmp_path / "suite_spec.json"
     spec.write_text("{}")
     manifest = tmp_path / "manifest.json"
-    manifest.write_text(json.dumps({"root": "ab" * 32}))
+    Manifest(entries=[], root="ab" * 32).write(manifest)
     p = provenance(cfg, stage="evaluate", spec=spec, manifest=manifest, executor={"backend": "sim"})
     assert REQUIRED <= set(p)
     assert set(p["packages"]) == set(PACKAGES) and p["packages"]["agentdojo"] == "0.1.35"

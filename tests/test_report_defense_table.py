@@ -8,7 +8,8 @@ import math
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.records import Outcome, Rollout
+from evoaudit.provenance import provenance
+from evoaudit.records import Outcome, ReplayReport, Rollout
 from evoaudit.report import tables as t
 
 FAMILIES = [f"user_task_{k}" for k in range(6)]
@@ -109,7 +110,9 @@ def test_the_table_is_written_only_when_defences_are_configured(cfg, tmp_path):
     marked_paths.parent.mkdir(parents=True)
     plain_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(4, 4)))
     marked_paths.write_text("".join(r.model_dump_json() + "\n" for r in _run(1, 4, "data_marking")))
-    checks = {"checks": {"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}}
+    checks = provenance(
+        cfg, stage="report", checks={"replay": {"rollouts_replayed": 0, "mismatched_rollouts": 0}}
+    )
     out = tmp_path / "with"
     build_report(cfg, [plain_paths], [], checks, out, defense_paths=[marked_paths])
     assert (out / "tables" / "defense.csv").exists() and (out / "tables" / "defense.parquet").exists()
@@ -169,7 +172,6 @@ def test_apex_harms_defence_table_pairs_each_defended_episode_with_its_undefende
 
 
 def test_apex_harms_defended_runs_come_from_their_directory_and_must_say_so(tmp_path):
-    import json as json_mod
 
     from apex_rollout_kit import apex_rollout
 
@@ -192,5 +194,15 @@ def test_apex_harms_defended_runs_come_from_their_directory_and_must_say_so(tmp_
     reports = []
     for k, n in enumerate((0, 2)):
         reports.append(tmp_path / f"r{k}.json")
-        reports[-1].write_text(json_mod.dumps({"replayed": 3, "mismatched_rollouts": n}))
+        details = [
+            {"rollout_id": f"x{i}", "field": "utility", "recorded": "1", "recomputed": "0"} for i in range(n)
+        ]
+        ReplayReport(
+            rollouts="s.jsonl",
+            replayed=3,
+            mismatched_rollouts=n,
+            mismatches_by_field={"utility": n} if n else {},
+            on_mismatch="record",
+            details=details,
+        ).write(reports[-1])
     assert replay_totals(reports) == {"replayed": 6, "mismatched_rollouts": 2}

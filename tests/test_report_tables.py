@@ -11,6 +11,7 @@ import pytest
 from test_report_metrics import mk
 
 from evoaudit import config as config_mod
+from evoaudit.provenance import provenance
 from evoaudit.report import qualitative, tables
 from evoaudit.report.build import TABLES, build_report
 
@@ -125,7 +126,7 @@ def test_qualitative_rule_picks_the_largest_group_then_its_first_episode(rcfg):
 def _build(cfg, rollouts, out: Path, **kw) -> dict:
     shard = out.parent / f"{out.name}.jsonl"
     shard.write_text("".join(r.model_dump_json() + "\n" for r in rollouts))
-    return build_report(cfg, [shard], [], {"config_sha256": cfg.sha256()}, out, **kw)
+    return build_report(cfg, [shard], [], provenance(cfg, stage="report"), out, **kw)
 
 
 def test_same_rollouts_and_config_give_byte_identical_tables(rcfg, tmp_path):

@@ -6,15 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_suite_spec
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
+from evoaudit.records import UnsealEvent
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
 from evoaudit.suite.agentdojo.banking.instances import build_instances
-from evoaudit.suite.stage import write_sealed_tables
 from evoaudit.verify import DeterminismError, comparable, verify_rollouts
 
 
@@ -35,7 +36,7 @@ def sealed(tmp_path_factory):
     table = results / "suite" / "instances.parquet"
     table.parent.mkdir(parents=True)
     spec = results / "suite" / "suite_spec.json"
-    spec.write_text(json.dumps(write_sealed_tables(build_instances(cfg), cfg.roles.endpoint_variants, table)))
+    write_suite_spec(spec, build_instances(cfg), cfg.roles.endpoint_variants, table)
     rollouts, record = _acquisition(results, "L1", "")
     artifact = results / "artifacts" / "L1" / "static"
     evolve(cfg, "L1", "static", rollouts, record, artifact)
@@ -97,7 +98,8 @@ def test_one_edited_artifact_byte_makes_evaluation_refuse_naming_path_and_both_h
 def test_evaluation_refuses_an_unseal_event_for_another_root(sealed, tmp_path):
     cfg, results, _, kwargs = sealed
     event = tmp_path / "unseal.json"
-    event.write_text(json.dumps({"manifest_root": "0" * 64}))
+    recorded = UnsealEvent.read(results / "freeze" / "unseal.json")
+    recorded.model_copy(update={"manifest_root": "0" * 64}).write(event)
     with pytest.raises(SealError, match="unseal"):
         evaluate_shard(
             cfg, "L1", "static", "benign", 1, out=tmp_path / "s.jsonl", **(kwargs | {"unseal_event": event})

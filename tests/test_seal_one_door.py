@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_suite_spec
 from seal_kit import ENDPOINT, instance
 
 from evoaudit import cli
@@ -20,16 +21,15 @@ from evoaudit.seal.manifest import SealError, root_hash, write_json_atomic
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.instances import SealedTableError, read_instance_table, write_instances
-from evoaudit.suite.stage import endpoint_table_path, write_sealed_tables
+from evoaudit.suite.stage import endpoint_table_path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "evoaudit"
 
 
 def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:
     table = tmp_path / "suite" / "instances.parquet"
-    fields = write_sealed_tables([instance(v) for v in ("v0", "v1", "v3", "v4", "v5")], ENDPOINT, table)
     spec = tmp_path / "suite" / "suite_spec.json"
-    spec.write_text(json.dumps(fields))
+    write_suite_spec(spec, [instance(v) for v in ("v0", "v1", "v3", "v4", "v5")], ENDPOINT, table)
     return table, endpoint_table_path(table), spec
 
 
@@ -168,7 +168,7 @@ def test_a_hand_edited_lineage_manifest_is_refused(tmp_path):
 def test_extend_accepts_a_new_lineage(tmp_path):
     unseal(_freeze(tmp_path, {"L1": ["static"]}), tmp_path, tmp_path / "freeze/unseal.json")
     out = _freeze(tmp_path, {"L1": ["static"], "L2": ["static"]})
-    assert unseal(out, tmp_path, tmp_path / "freeze/unseal.json", policy="extend")["kind"] == "extension"
+    assert unseal(out, tmp_path, tmp_path / "freeze/unseal.json", policy="extend").kind == "extension"
 
 
 def test_extend_refuses_a_file_added_to_an_artifact_unsealed_before(tmp_path):

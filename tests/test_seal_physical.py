@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_suite_spec
 from seal_kit import ENDPOINT, instance
 
 from evoaudit import config as config_mod
@@ -48,9 +49,8 @@ def _evolve_and_freeze(results: Path, cfg: config_mod.Config, lineages: list[str
 
 def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:
     table = tmp_path / "suite" / "instances.parquet"
-    fields = write_sealed_tables([instance(v) for v in ("v0", "v1", "v3", "v4")], ENDPOINT, table)
     spec = tmp_path / "suite" / "suite_spec.json"
-    spec.write_text(json.dumps(fields))
+    write_suite_spec(spec, [instance(v) for v in ("v0", "v1", "v3", "v4")], ENDPOINT, table)
     return table, endpoint_table_path(table), spec
 
 
@@ -93,7 +93,7 @@ def test_global_unseal_of_a_partial_freeze_refuses_naming_every_missing_artifact
 
     complete = [tmp_path / "freeze" / ln / "manifest.json" for ln in ("L1", "L2")]
     freeze_stage(cfg, complete, tmp_path, partial, combine=True)
-    assert unseal_stage(cfg, partial, tmp_path, tmp_path / "freeze" / "unseal.json")["kind"] == "first"
+    assert unseal_stage(cfg, partial, tmp_path, tmp_path / "freeze" / "unseal.json").kind == "first"
 
 
 def test_lineage_scope_unseal_needs_every_method_and_placebo_of_that_lineage(tmp_path):
@@ -146,14 +146,14 @@ def test_redo_archives_the_artifact_logs_it_and_the_next_unseal_is_recorded_as_a
     archived = tmp_path / entry["archived_to"]
     assert archived.parent.parent.parent.name == "superseded" and not artifact.exists()
     assert sha256_file(archived / "meta.json") == old_meta == entry["files"]["meta.json"]
-    assert superseded_log(tmp_path) == [entry] and entry["unsealed_root"] == first["manifest_root"]
+    assert superseded_log(tmp_path) == [entry] and entry["unsealed_root"] == first.manifest_root
 
     rollouts, record = _acquisition(tmp_path, "L1", '{"redone": 1}\n')
     evolve(cfg, "L1", "static", rollouts, record, artifact)  # allowed again: nothing covered is replaced
     freeze_stage(cfg, [artifact], tmp_path, manifest, lineage="L1")
     again = unseal_stage(cfg, manifest, tmp_path, event, lineage="L1")
-    assert again["kind"] == "redo" and again["previous_root"] == first["manifest_root"]
-    assert [e["kind"] for e in read_unseal_log(tmp_path / "freeze/unseal_log.jsonl")] == ["first", "redo"]
+    assert again.kind == "redo" and again.previous_root == first.manifest_root
+    assert [e.kind for e in read_unseal_log(tmp_path / "freeze/unseal_log.jsonl")] == ["first", "redo"]
 
 
 def test_a_changed_artifact_without_a_redo_still_cannot_unseal(tmp_path):

@@ -122,8 +122,8 @@ def test_unseal_twice_for_the_same_root_is_a_no_op(tmp_path):
     again = unseal(manifest, tmp_path, event_path)
     assert again == first and event_path.read_bytes() == first_bytes
     log = read_unseal_log(tmp_path / "freeze/unseal_log.jsonl")
-    assert len(log) == 1 and log[0]["kind"] == "first"
-    assert set(first["code"]) == {"revision", "dirty"} and first["time"]
+    assert len(log) == 1 and log[0].kind == "first"
+    assert set(first.code) == {"revision", "dirty"} and first.time
 
 
 def _change_l1(results: Path) -> Path:
@@ -154,8 +154,8 @@ def test_unseal_for_a_different_root_refuses_unless_forced_and_records_the_force
         unseal(manifest, tmp_path, event_path, policy="extend")  # a changed lineage is no extension
     forced = unseal(manifest, tmp_path, event_path, force=True)
     log = read_unseal_log(tmp_path / "freeze/unseal_log.jsonl")
-    assert [e["kind"] for e in log] == ["first", "forced"]
-    assert forced["previous_root"] == log[0]["manifest_root"] != forced["manifest_root"]
+    assert [e.kind for e in log] == ["first", "forced"]
+    assert forced.previous_root == log[0].manifest_root != forced.manifest_root
 
 
 def test_extension_policy_accepts_only_added_lineages(tmp_path):
@@ -167,7 +167,7 @@ def test_extension_policy_accepts_only_added_lineages(tmp_path):
     with pytest.raises(SealError, match="extend"):
         unseal(manifest, tmp_path, event_path)  # default policy refuses
     event = unseal(manifest, tmp_path, event_path, policy="extend")
-    assert event["kind"] == "extension" and set(event["lineage_roots"]) == {"L1", "L2"}
+    assert event.kind == "extension" and set(event.lineage_roots) == {"L1", "L2"}
 
 
 def test_global_scope_opens_a_lineage_only_against_an_event_covering_its_root(tmp_path):
@@ -179,14 +179,14 @@ def test_global_scope_opens_a_lineage_only_against_an_event_covering_its_root(tm
     unseal(manifest, tmp_path, tmp_path / "freeze/unseal.json")
     opened = open_lineage(lineage_manifest, tmp_path / "freeze/unseal.json", opened_path)
     assert assert_unsealed(opened_path, read_manifest(lineage_manifest)) == opened
-    assert opened["manifest_root"] == read_manifest(lineage_manifest).root
+    assert opened.manifest_root == read_manifest(lineage_manifest).root
 
 
 def test_lineage_scope_unseals_each_lineage_on_its_own(tmp_path):
     _freeze_all(tmp_path, {"L1": ["static"]})
     l1 = tmp_path / "freeze/L1/manifest.json"
     event = unseal(l1, tmp_path, tmp_path / "freeze/L1/unseal.json", scope="lineage")
-    assert event["key"] == "lineage:L1" and event["manifest_root"] == read_manifest(l1).root
+    assert event.key == "lineage:L1" and event.manifest_root == read_manifest(l1).root
     with pytest.raises(SealError, match="needs a lineage manifest"):
         unseal(tmp_path / "freeze/manifest.json", tmp_path, tmp_path / "x.json", scope="lineage")
 
@@ -206,4 +206,4 @@ def test_extension_policy_accepts_a_new_method_in_an_existing_lineage(tmp_path):
     _artifact(tmp_path, "L1", "placebo-awm")
     _freeze_all_again(tmp_path)
     event = unseal(manifest, tmp_path, tmp_path / "freeze/unseal.json", policy="extend")
-    assert event["kind"] == "extension" and "artifacts/L1/placebo-awm/state.md" in event["files"]
+    assert event.kind == "extension" and "artifacts/L1/placebo-awm/state.md" in event.files

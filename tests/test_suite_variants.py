@@ -225,7 +225,7 @@ def test_instances_stage_writes_a_hashed_spec_and_the_table_is_verified(tmp_path
     endpoint = endpoint_table_path(table)
     assert len(read_endpoint_table(endpoint)) == 3 * len(FAMILIES)  # the guard's reader
     assert spec["endpoint_sha256"] == sha256_file(endpoint)
-    assert verify_table(table, spec_path)["instances_sha256"] == spec["instances_sha256"]
+    assert verify_table(table, spec_path).instances_sha256 == spec["instances_sha256"]
     table.write_bytes(table.read_bytes() + b"x")
     with pytest.raises(SuiteSpecError, match="differs from the frozen suite spec"):
         verify_table(table, spec_path)

@@ -128,7 +128,7 @@ def cmd_unseal(args):
         lineage=args.lineage,
         force=args.force,
     )
-    print(json.dumps(event, indent=2, sort_keys=True))
+    print(event.dumps(), end="")
 
 
 def cmd_redo(args):

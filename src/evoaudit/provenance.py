@@ -18,10 +18,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evoaudit import atomic
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import public_config, redact_url
 from evoaudit.hashing import sha256_file
+from evoaudit.records import Manifest, ProvenanceEntry, read_provenance, write_provenance_file
 
 PACKAGES = ("evoaudit", "agentdojo", "snakemake", "openai")
 PROVENANCE_FILE = "provenance.json"
@@ -86,7 +86,7 @@ def config_sha256(cfg: Config) -> str:
 def _root(path: Path | None) -> str | None:
     if path is None or not Path(path).exists():
         return None
-    return json.loads(Path(path).read_text()).get("root")
+    return Manifest.read(path).root
 
 
 def provenance(
@@ -114,7 +114,7 @@ def provenance(
         "infra_failure_policy": cfg.evaluation.infra_failure_policy,
     }
     out.update(extra)
-    return out
+    return ProvenanceEntry.model_validate(out).model_dump(mode="json")
 
 
 def write_provenance(
@@ -131,10 +131,9 @@ def write_provenance(
         target = output.parent / PROVENANCE_FILE
         target.parent.mkdir(parents=True, exist_ok=True)
         with directory_lock(target.parent):
-            current = json.loads(target.read_text()) if target.exists() else {}
-            current[output.name] = entry
-            text = json.dumps(dict(sorted(current.items())), indent=2, sort_keys=True) + "\n"
-            atomic.write_text(target, text)
+            current = read_provenance(target)
+            current[output.name] = ProvenanceEntry.model_validate(entry)
+            write_provenance_file(target, current)
         written.append(target)
     return written
 

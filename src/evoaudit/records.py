@@ -1,14 +1,34 @@
-"""Typed records that cross stage boundaries: instances, messages, rollouts, artifacts, manifests.
+"""Typed records that cross stage boundaries: instances, messages, rollouts, artifacts, manifests, and
+every JSON file one stage writes for another (``FileRecord``: the suite spec, unseal events, the APEX
+judge file, replay reports, the APEX run manifest).
 
 Every record carries ``schema_version`` so that a reader can refuse files written by an incompatible
-version instead of misreading them.
+version instead of misreading them; a file written before a record had the field reads as version 1.
+A ``FileRecord`` is read and written here only (``read``/``write``, atomically), in the layout the file
+had before it was typed (the same keys, order and indentation), so outputs keep their bytes but for the
+``schema_version`` key.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import json
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from evoaudit import atomic
+from evoaudit.errors import AuditError
 
 SCHEMA_VERSION = 1
 
@@ -55,7 +75,10 @@ class Instance(_Record):
     parameters: dict[str, Any] = Field(default_factory=dict)
     # Human-readable list of fixture edits this variant makes (e.g. an amount changed in the history).
     fixture_changes: list[dict[str, Any]] = Field(default_factory=list)
-    # The suite's environment YAML for this variant, with ``{vector}`` injection placeholders left in.
+    # Opaque above suite/: the suite that built the instance decodes it. AgentDojo suites: the suite's
+    # environment YAML for this variant, ``{vector}`` injection placeholders left in, as AgentDojo's loader
+    # formats and parses it. APEX-Harm: a JSON reference to a cached world (``suite/apex/environment.py``).
+    # Not re-encoded to one format: Banking's instance table and every hash over it would change.
     environment_template: str
     ground_truth: list[Call]
     answer: str | None = None  # what a correct final message must state, when the task asks a question
@@ -101,6 +124,111 @@ class Usage(_Record):
     requests: int = 0
 
 
+class _Sparse(_Record):
+    """A record whose optional fields (``SPARSE``) are left out of its JSON when they were never set, so
+    that a record read and written again keeps exactly the keys it had."""
+
+    SPARSE: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.SPARSE:
+                if name not in self.model_fields_set and data.get(name) is None:
+                    data.pop(name, None)
+        return data
+
+
+class JudgeRequest(_Record):
+    """What a rule-based checker left to the judge: one question, asked as the checker would ask it."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    kind: str
+    """The check the judge answers (a goal's kind, ``exposure``, ``rubric``)."""
+    reference: str
+    """What the candidate is compared with (the attacker's payload, a rubric criterion)."""
+    candidate: str
+    """The text found in the episode (a destination record, the answer)."""
+
+
+class CheckDecision(_Sparse):
+    """Who decided one yes/no check of an episode (attack success, exposure), and how."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    SPARSE: ClassVar[tuple[str, ...]] = ("pending",)
+
+    value: bool | None
+    """The verdict; None while undecided or where the check does not apply."""
+    decided_by: Literal["rule", "judge", "undecided", "not_applicable"]
+    """Who gave ``value``: a rule, the judge stage, nobody yet, or nobody (the check does not apply)."""
+    judge_request: str | None
+    """sha256 of the judge request that decided, when the judge did."""
+    evidence: str
+    """Where the verdict was found (a destination record), or why not."""
+    pending: list[JudgeRequest] | None = None
+    """Undecided only: the judge requests still to ask, in the checker's order (first pass wins)."""
+
+
+class Criterion(_Sparse):
+    """One rubric criterion of a task score."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    SPARSE: ClassVar[tuple[str, ...]] = ("judge_request", "pending")
+
+    verifier_id: str
+    """The criterion's id in the task's rubric."""
+    passed: bool
+    """Met; an undecided criterion counts by its offline rule until the judge stage has run."""
+    decided_by: Literal["rule", "judge", "undecided"]
+    """Who decided ``passed``."""
+    judge_request: str | None = None
+    """sha256 of the judge request, when the judge decided."""
+    pending: JudgeRequest | None = None
+    """Undecided only: the request the judge stage will send."""
+
+
+class TaskDecision(_Record):
+    """Who decided an episode's task score, criterion by criterion."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    value: float
+    """The share of criteria met (0-1)."""
+    decided_by: Literal["rule", "judge", "undecided"]
+    """``rule`` when every criterion is a rule's, ``undecided`` while one waits for the judge, ``judge``
+    once the judge stage has decided them."""
+    criteria: list[Criterion]
+    """One entry per rubric criterion, in the rubric's order."""
+
+
+class Decisions(_Sparse):
+    """Who decided an episode's task score and, under attack, attack success and exposure (the APEX
+    suite: ``suite/apex/decisions.py``); what ``Outcome.decisions`` and the judge file hold per rollout."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    SPARSE: ClassVar[tuple[str, ...]] = ("task_score", "attack_success", "exposure")
+
+    task_score: TaskDecision | None = None
+    """The task score's decision; absent in records written before task scores were recorded."""
+    attack_success: CheckDecision | None = None
+    """Attacked episodes: whether the attacker's goal was reached."""
+    exposure: CheckDecision | None = None
+    """Attacked episodes: whether the agent was exposed to the injection."""
+
+
+def _checked_decisions(value: dict[str, Any]) -> dict[str, Any]:
+    if value:
+        Decisions.model_validate(value)
+    return value
+
+
+# ``Outcome.decisions`` stays the JSON as recorded (readers index it as such), checked against
+# ``Decisions`` whenever a rollout is built or read, so that its shape is this module's, not a comment's.
+DecisionsJSON = Annotated[dict[str, Any], AfterValidator(_checked_decisions)]
+
+
 class Outcome(_Record):
     utility: bool
     # The user's task, 0-1 (a rubric's mean; 1.0 or 0.0 where the suite's predicate is boolean, as in
@@ -125,11 +253,10 @@ class Outcome(_Record):
     timer_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
     infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
-    # Who decided attack success and exposure, where the suite says (APEX): {"attack_success": {...},
-    # "exposure": {...}}, each with value, decided_by (rule / judge / undecided / not_applicable),
-    # judge_request and, when undecided, the judge's pending requests. Empty elsewhere, and then left out
-    # of the serialised record, so Banking records are unchanged.
-    decisions: dict[str, Any] = Field(default_factory=dict)
+    # Who decided the task score and, attacked, attack success and exposure, where the suite says (APEX),
+    # in the shape of ``Decisions`` (checked on every read). Empty elsewhere, and then left out of the
+    # serialised record, so Banking records are unchanged.
+    decisions: DecisionsJSON = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -200,22 +327,6 @@ class Rollout(_Record):
         return data
 
 
-class ManifestEntry(_Record):
-    path: str
-    bytes: int
-    sha256: str
-
-
-class Manifest(_Record):
-    schema_version: int = SCHEMA_VERSION
-    entries: list[ManifestEntry]
-    root: str  # sha256 over the sorted entries
-    # A lineage's manifest names its lineage; the global one maps every lineage to its own root, so that
-    # adding a lineage leaves the existing lineages' manifests (and what depends on them) untouched.
-    lineage: str | None = None
-    lineage_roots: dict[str, str] = Field(default_factory=dict)
-
-
 SERVED_FORMAT = "evoaudit-apex-served-1"
 
 
@@ -254,3 +365,488 @@ class ServedRecord(_Record):
     world_id: str
     attack: str | None
     episodes: list[ServedEpisode] = Field(default_factory=list)
+
+
+# --- files one stage writes for another ----------------------------------------------------------------
+
+
+class RecordFileError(AuditError):
+    """A record file is missing, is not JSON, or is not the record it should be."""
+
+
+def _field_errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"field {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()[:5]
+    )
+
+
+class FileRecord(_Sparse):
+    """A record that is one JSON file: read and written only through ``read`` and ``write``, in the layout
+    the file had before it was typed (``JSON_INDENT``, ``JSON_SORT_KEYS``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    SCHEMA_VERSION: ClassVar[int] = 1
+    JSON_INDENT: ClassVar[int] = 2
+    JSON_SORT_KEYS: ClassVar[bool] = True
+    # What rewrites the file, for the error a bad or missing file raises.
+    FIX: ClassVar[str] = "rerun the stage that writes it"
+
+    schema_version: int = SCHEMA_VERSION
+    """The record's layout version; a file written before the field existed reads as version 1."""
+
+    @field_validator("schema_version")
+    @classmethod
+    def _readable_version(cls, v: int) -> int:
+        if v > cls.SCHEMA_VERSION:
+            raise ValueError(
+                f"schema version {v} is newer than this evoaudit reads ({cls.SCHEMA_VERSION}); read it with "
+                "the evoaudit that wrote it"
+            )
+        return v
+
+    @classmethod
+    def load_json(cls, path: str | Path) -> Any:
+        """The file's JSON, with an error that names the file and the fix when it is missing or torn."""
+        path = Path(path)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RecordFileError(f"{path}: no {cls.__name__} file there; {cls.FIX}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RecordFileError(f"{path}: not JSON ({exc}); {cls.FIX}") from None
+
+    @classmethod
+    def from_data(cls, data: Any, source: str | Path) -> Self:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise RecordFileError(
+                f"{source}: not a valid {cls.__name__} ({_field_errors(exc)}); {cls.FIX}"
+            ) from None
+
+    @classmethod
+    def read(cls, path: str | Path) -> Self:
+        return cls.from_data(cls.load_json(path), path)
+
+    def dumps(self) -> str:
+        return (
+            json.dumps(self.model_dump(mode="json"), indent=self.JSON_INDENT, sort_keys=self.JSON_SORT_KEYS)
+            + "\n"
+        )
+
+    def write(self, path: str | Path) -> None:
+        """Write the file atomically (``atomic.write_text``): a reader sees the old file or the new one."""
+        atomic.write_text(path, self.dumps())
+
+
+class ManifestEntry(_Record):
+    """One frozen file."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    path: str
+    """The file, relative to the results directory."""
+    bytes: int
+    """Its size."""
+    sha256: str
+    """Its content hash."""
+
+
+class Manifest(FileRecord):
+    """A freeze manifest (``freeze/manifest.json``, ``freeze/<lineage>/manifest.json``)."""
+
+    FIX: ClassVar[str] = "rerun the freeze stage"
+
+    entries: list[ManifestEntry]
+    """Every frozen file, sorted by path."""
+    root: str
+    """sha256 over the sorted entries (``seal.manifest.root_hash``)."""
+    lineage: str | None = None
+    """The lineage of a lineage manifest; None for the global one."""
+    lineage_roots: dict[str, str] = Field(default_factory=dict)
+    """The global manifest: each lineage's own root, so that adding a lineage leaves the existing
+    lineages' manifests (and what depends on them) untouched."""
+
+
+class Correction(_Record):
+    """How the suite stage replaced one family's official predicate (Banking)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    official_defects: list[str]
+    """Defects the checker audit's probes found in the official predicate."""
+    extension_defects: list[str]
+    """Defects the extended (strict) probes found."""
+    predicate_kind: str
+    """The corrected predicate's kind."""
+    correction: str
+    """What the corrected predicate checks, in words."""
+
+
+class SuiteSpec(FileRecord):
+    """The frozen suite spec (``suite/suite_spec.json``): what the suite stage fixed, the instance tables
+    pinned by sha256. Written by ``suite.stage.write_spec``; read by every stage that opens a table."""
+
+    FIX: ClassVar[str] = "rerun the suite stage (rule instances)"
+
+    suite: str
+    """The suite's name (``banking``, ``apex``)."""
+    benchmark_version: str
+    """The benchmark's version the instances were built from."""
+    checker_audit_profile: str
+    """``suite.checker_audit.profile`` the checker audit ran under."""
+    checker_audit_sha256: str
+    """sha256 of the checker audit's summary file."""
+    instances_sha256: str
+    """sha256 of the learning table (acquisition and validation variants)."""
+    records_sha256: str
+    """Hash over the learning table's records (independent of the parquet encoding)."""
+    endpoint_table: str
+    """File name of the sealed endpoint table, beside the learning table."""
+    endpoint_sha256: str
+    """sha256 of the sealed endpoint table; ``seal.guard`` opens only that file."""
+    endpoint_records_sha256: str
+    """Hash over the endpoint table's records."""
+    endpoint_variants: list[str]
+    """The sealed variants; the config's endpoint roles must list every one of them."""
+    variant_probes_sha256: str
+    """sha256 of the per-variant probe table (``variant_probes.csv``)."""
+    families: list[str]
+    """The task families with instances."""
+    excluded: dict[str, str]
+    """Families left out, with the reason."""
+    official_unchanged: list[str]
+    """Families whose official predicate was kept (the report's sensitivity check)."""
+    official_only_spurious: list[str]
+    """Families whose only defect is accepting an unrequested extra action."""
+    corrections: dict[str, Correction]
+    """Per corrected family: what was wrong and what replaces it."""
+    goal_checkers: dict[str, dict[str, list[str]]]
+    """Per injection goal: the probes its checker judged leniently or blindly."""
+    goal_checker_probes: str | None
+    """File name of the goal-checker probe table, when the suite has one."""
+    split: dict[str, Split]
+    """Per family: seen or unseen."""
+    clusters: dict[str, str]
+    """Per family: its cluster."""
+    roles: dict[str, Role]
+    """Per variant: acquisition, validation or endpoint."""
+    vectors: dict[str, list[str]]
+    """Per instance: the injection vectors its ground truth reaches."""
+    # APEX-Harm only (left out of Banking's spec): the skipped checker audit and what instances point at.
+    checker_audit_skipped: str | None = None
+    """APEX-Harm: why the checker audit was skipped."""
+    apex_worlds_spec_sha256: str | None = None
+    """APEX-Harm: the worlds spec's own content hash."""
+    apex_worlds_spec_file_sha256: str | None = None
+    """APEX-Harm: sha256 of the worlds spec file."""
+    apex_attack_set_sha256: str | None = None
+    """APEX-Harm: sha256 of the frozen attack set file."""
+    apex_attacks: list[str] | None = None
+    """APEX-Harm: the attacks of ``suite.goals`` that reach some endpoint instance."""
+    apex_attack_count: int | None = None
+    """APEX-Harm: the number of attacks in the frozen set."""
+
+    SPARSE: ClassVar[tuple[str, ...]] = (
+        "checker_audit_skipped",
+        "apex_worlds_spec_sha256",
+        "apex_worlds_spec_file_sha256",
+        "apex_attack_set_sha256",
+        "apex_attacks",
+        "apex_attack_count",
+    )
+
+
+class UnsealEvent(FileRecord):
+    """One unseal (``seal.freeze.unseal``): ``freeze/unseal.json`` (global scope) or
+    ``freeze/<lineage>/unseal.json`` (lineage scope), and one line of ``freeze/unseal_log.jsonl`` each."""
+
+    FIX: ClassVar[str] = "rerun the unseal stage"
+
+    key: str
+    """What was unsealed: ``global`` or ``lineage:<name>``."""
+    scope: Literal["global", "lineage"]
+    """``seal.seal_scope`` of the unseal."""
+    manifest_root: str
+    """Root of the freeze manifest the unseal opened endpoints for."""
+    lineage_roots: dict[str, str]
+    """Each covered lineage's own manifest root."""
+    files: dict[str, str]
+    """Every frozen file's sha256, so that a later unseal can tell an extension from a change."""
+    kind: Literal["first", "extension", "redo", "forced"]
+    """First unseal of its key, or why a new root was accepted."""
+    previous_root: str | None
+    """The root unsealed before for the same key, if any."""
+    time: str
+    """When (UTC, ISO 8601, seconds)."""
+    code: dict[str, Any]
+    """The evoaudit source's git revision and dirty flag."""
+
+
+class LineageOpening(FileRecord):
+    """Under ``seal_scope: global``, a lineage's ``freeze/<lineage>/unseal.json``: the lineage opened
+    because the global unseal event covers its manifest root (``seal.freeze.open_lineage``)."""
+
+    FIX: ClassVar[str] = "rerun the unseal stage"
+
+    key: str
+    """``lineage:<name>``."""
+    scope: Literal["global"]
+    """Always global: the lineage rides on the global unseal."""
+    lineage: str
+    """The lineage opened."""
+    manifest_root: str
+    """The lineage manifest's root."""
+    global_root: str
+    """The global manifest root the global unseal event names."""
+    unsealed_at: str
+    """The global unseal event's time."""
+    kind: Literal["first", "extension", "redo", "forced"]
+    """The global unseal event's kind."""
+
+
+def read_unseal_event(path: str | Path) -> UnsealEvent | LineageOpening:
+    """The unseal event at ``path``, of either kind (a lineage opening names its ``global_root``)."""
+    data = UnsealEvent.load_json(path)
+    kind = LineageOpening if isinstance(data, dict) and "global_root" in data else UnsealEvent
+    return kind.from_data(data, path)
+
+
+def read_unseal_log(path: str | Path) -> list[UnsealEvent]:
+    """Every event of an unseal log (one JSON line each), in order; none when there is no log."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [
+        UnsealEvent.from_data(json.loads(line), f"{path} line {n}")
+        for n, line in enumerate(lines, 1)
+        if line.strip()
+    ]
+
+
+def unseal_log_line(event: UnsealEvent) -> str:
+    """``event`` as one line of the unseal log."""
+    return json.dumps(event.model_dump(mode="json"), sort_keys=True) + "\n"
+
+
+APEX_JUDGE_FORMAT = "evoaudit-apex-judge-1"
+
+
+class JudgeFile(FileRecord):
+    """The APEX judge stage's file for one model (or ablation arm): every rollout's final decisions."""
+
+    JSON_INDENT: ClassVar[int] = 1
+    FIX: ClassVar[str] = "rerun its apex_judge rule"
+
+    format: Literal["evoaudit-apex-judge-1"] = APEX_JUDGE_FORMAT
+    """Tells the file from other JSON."""
+    model: str
+    """The model (``apex.models[].id``) whose episodes were judged."""
+    judge: dict[str, Any]
+    """The judge endpoint's fingerprint (backend, model, sampling; never a secret)."""
+    asked: int
+    """Requests sent to the judge (the rest came from rules)."""
+    decisions: dict[str, Decisions]
+    """Final decisions by rollout id; rollouts that recorded none (an infrastructure failure) are absent."""
+
+
+class ReplayDetail(_Record):
+    """One field on which a replayed rollout differs from its record."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rollout_id: str
+    """The rollout."""
+    field: str
+    """The field (``replay.recompute.field_family`` groups them)."""
+    recorded: str
+    """``repr`` of the recorded value, at most 300 characters."""
+    recomputed: str
+    """``repr`` of the recomputed value, at most 300 characters."""
+
+
+class ReplayReport(FileRecord):
+    """Replay's report on one shard (``replay.stage.replay_shard``): what was recomputed, what differs."""
+
+    JSON_SORT_KEYS: ClassVar[bool] = False
+    FIX: ClassVar[str] = "rerun its replay rule"
+
+    rollouts: str
+    """The shard replayed."""
+    replayed: int
+    """Rollouts replayed."""
+    mismatched_rollouts: int
+    """Rollouts with at least one differing field."""
+    mismatches_by_field: dict[str, int]
+    """Differing fields, counted by field family."""
+    on_mismatch: Literal["fail", "record"]
+    """``seal.replay_on_mismatch``: whether a mismatch failed the job or was only recorded."""
+    details: list[ReplayDetail]
+    """Every differing field."""
+
+    @field_validator("mismatched_rollouts", mode="before")
+    @classmethod
+    def _count_listed(cls, v: Any) -> Any:
+        # Early reports listed the mismatched rollouts instead of counting them.
+        return len(v) if isinstance(v, list) else v
+
+
+class Difference(_Record):
+    """One rerun rollout that differs from its record."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rollout_id: str
+    """The rollout."""
+    shard: str
+    """The shard that holds its record."""
+    fields: list[str]
+    """Top-level fields that differ (timing aside); ``["<missing>"]`` when the rerun lost the rollout."""
+
+
+class DeterminismReport(FileRecord):
+    """The determinism check's report (``verify/verify.json``, ``verify.verify_rollouts``): a sample of
+    rollouts rerun and compared with their records; it travels with the replay reports."""
+
+    FIX: ClassVar[str] = "rerun the verify rule"
+
+    sampled: int
+    """Rollouts rerun."""
+    verified: int
+    """Of those, byte-identical to their records (timing and answer-source fields aside)."""
+    differing: int
+    """Of those, different."""
+    ignored_fields: list[str]
+    """Fields left out of the comparison."""
+    rollouts: list[str]
+    """The sampled rollouts' keys."""
+    details: list[Difference]
+    """Every differing rollout."""
+
+
+class RunModel(_Record):
+    """One APEX model's orchestrator settings in the run manifest."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    id: str
+    """``apex.models[].id``."""
+    backend: str
+    """Executor backend."""
+    model: str
+    """Model name the endpoint serves."""
+    base_url: str | None
+    """Endpoint URL, credentials redacted."""
+    max_tokens_per_response: int | None
+    """Completion token limit per request."""
+    temperature: float | None
+    """Sampling temperature."""
+    streaming: bool
+    """Whether responses were streamed (never: one request per step)."""
+    concurrency: int
+    """Requests in flight at once."""
+    max_retries: int
+    """Retries per request before the episode is an infrastructure failure."""
+    request_timeout_s: float | None
+    """Timeout of one request."""
+    sim_overrides: dict[str, Any] | None
+    """Simulator settings this model overrides (simulator only)."""
+
+
+class RunManifest(FileRecord):
+    """The APEX runs' orchestrator settings (``apex/run_manifest.json``), per model, with what they pin."""
+
+    FIX: ClassVar[str] = "rerun the apex_manifest rule"
+
+    suite: str
+    """Always ``apex``."""
+    step_limit: int
+    """``apex.step_limit``."""
+    episode_timer: float | None
+    """``apex.episode_timer_s``: the wall-clock limit per episode; None: only the step limit and each
+    request's timeout end an episode."""
+    repeats: int
+    """``apex.repeats``."""
+    seed_derivation: str
+    """How each episode's seed is derived."""
+    seed: int
+    """The global seed."""
+    categories: list[str]
+    """``apex.categories``."""
+    shards: int
+    """``apex.shards``."""
+    failure_handling: dict[str, Any]
+    """Failure policy, excluded share and retries."""
+    system_prompt: str
+    """``apex.system_prompt``."""
+    judge: dict[str, Any]
+    """The judge endpoint's backend and model."""
+    worlds_spec_sha256: str | None
+    """The worlds spec's content hash."""
+    attack_set_sha256: str
+    """sha256 of the frozen attack set file."""
+    run_sha256: str
+    """The run pin over both."""
+    models: list[RunModel]
+    """Per model."""
+    sandbox: dict[str, Any]
+    """The sandbox that runs workspace programs."""
+
+
+class ProvenanceEntry(_Record):
+    """What is needed to reproduce one output file: one entry of the ``provenance.json`` beside it, keyed by
+    the output's name (``provenance.write_provenance``). A stage adds fields of its own (a defence, the
+    judge's fingerprint, replay's policy, ...), kept as they are."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    schema_version: int = SCHEMA_VERSION
+    """The entry's layout version; an entry written before the field existed reads as version 1."""
+    stage: str | None
+    """The stage that wrote the output."""
+    config_sha256: str
+    """Hash of the configuration, URL credentials redacted."""
+    code: dict[str, Any]
+    """The evoaudit source's git revision and dirty flag."""
+    packages: dict[str, str | None]
+    """Versions of the packages results depend on."""
+    suite_spec_sha256: str | None
+    """sha256 of the suite spec the stage read, if any."""
+    executor: dict[str, Any]
+    """The executor endpoint's fingerprint (never a secret)."""
+    optimizer: dict[str, Any]
+    """The optimizer endpoint's fingerprint."""
+    seeds: dict[str, Any]
+    """The global seed and how episode seeds derive from it."""
+    seed: int
+    """The global seed."""
+    manifest_root: str | None
+    """Root of the freeze manifest the stage read, if any."""
+    seal_scope: str
+    """``seal.seal_scope``."""
+    infra_failure_policy: str
+    """``evaluation.infra_failure_policy``."""
+
+
+PROVENANCE_ENTRIES = TypeAdapter(dict[str, ProvenanceEntry])
+
+
+def read_provenance(path: str | Path) -> dict[str, ProvenanceEntry]:
+    """The entries of a ``provenance.json`` by output name; none when there is no file."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        return PROVENANCE_ENTRIES.validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise RecordFileError(
+            f"{path}: not a valid provenance file ({_field_errors(exc)}); delete it and rerun the stages "
+            "whose outputs are beside it"
+        ) from None
+
+
+def write_provenance_file(path: str | Path, entries: dict[str, ProvenanceEntry]) -> None:
+    """Write ``entries`` sorted by output name, atomically."""
+    data = {name: entries[name].model_dump(mode="json") for name in sorted(entries)}
+    atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -27,8 +27,7 @@ from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.jsonl import partial_path
 from evoaudit.methods.conditions import condition
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Arm
-from evoaudit.seal.manifest import write_json_atomic
+from evoaudit.records import Arm, DeterminismReport
 
 log = logging.getLogger(__name__)
 
@@ -172,15 +171,16 @@ def verify_rollouts(
                         {"rollout_id": rid, "shard": str(path), "fields": _fields(recorded, rerun.get(rid))}
                     )
 
-    report = {
-        "sampled": len(chosen),
-        "verified": len(chosen) - len(differing),
-        "differing": len(differing),
-        "ignored_fields": sorted(TIMING_FIELDS) + [".".join(p) for p in ANSWER_SOURCE_FIELDS],
-        "rollouts": sorted(chosen),
-        "details": differing,
-    }
-    write_json_atomic(out, report)
+    record = DeterminismReport(
+        sampled=len(chosen),
+        verified=len(chosen) - len(differing),
+        differing=len(differing),
+        ignored_fields=sorted(TIMING_FIELDS) + [".".join(p) for p in ANSWER_SOURCE_FIELDS],
+        rollouts=sorted(chosen),
+        details=differing,
+    )
+    record.write(out)
+    report = record.model_dump(mode="json")
     if differing:
         raise DeterminismError(
             f"determinism check: {len(differing)} of {len(chosen)} rerun rollouts differ from their records "

@@ -11,21 +11,18 @@ An ablation arm's episodes go through the same stage (its own file beside its sh
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.jsonl import read_records
 from evoaudit.models.apex_judge import judge_for, resolve_decision, resolve_task
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Rollout
+from evoaudit.records import JudgeFile, Rollout
 
 CHECKS = ("attack_success", "exposure")
-FORMAT = "evoaudit-apex-judge-1"
 
 
 def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[str, Any]]:
@@ -55,25 +52,16 @@ def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> di
     backend, judge = stage_judge(cfg)
     rollouts = [r for p in shards for r in read_records(p, Rollout)]
     decisions = final_decisions(rollouts, judge)
-    doc = {
-        "format": FORMAT,
-        "model": model_id,
-        "judge": backend.fingerprint(),
-        "asked": len(judge.log),
-        "decisions": decisions,
-    }
-    atomic.write_text(out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    doc = JudgeFile(model=model_id, judge=backend.fingerprint(), asked=len(judge.log), decisions=decisions)
+    doc.write(out)
     write_provenance(out, cfg, "apex_judge", judge=backend.fingerprint(), asked=len(judge.log))
-    return doc
+    return doc.model_dump(mode="json")
 
 
 def read_judged(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """Final decisions by rollout id over the judge stage's files (every model's)."""
     out: dict[str, dict[str, Any]] = {}
     for p in paths:
-        doc = json.loads(Path(p).read_text())
-        if doc.get("format") != FORMAT:
-            found = doc.get("format")
-            raise ValueError(f"{p}: not an APEX judge-stage file (format {found!r}, want {FORMAT})")
-        out.update(doc["decisions"])
+        doc = JudgeFile.read(p)
+        out.update({rid: d.model_dump(mode="json") for rid, d in doc.decisions.items()})
     return out

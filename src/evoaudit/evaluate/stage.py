@@ -4,7 +4,6 @@ against sealed endpoint variants."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from evoaudit.methods.artifact import artifact_files
 from evoaudit.methods.conditions import Insertion, condition, condition_goals
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Arm
+from evoaudit.records import Arm, read_unseal_event
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, verify_file
@@ -60,10 +59,10 @@ def evaluate_shard(
     (the defence axis, a named extension); None is the paper's protocol."""
     verify_table(table, spec)
     manifest = read_manifest(manifest_path)
-    event = json.loads(unseal_event.read_text())
-    if event["manifest_root"] != manifest.root:
+    event = read_unseal_event(unseal_event)
+    if event.manifest_root != manifest.root:
         raise SealError(
-            f"unseal event {unseal_event} is for manifest root {event['manifest_root']}, "
+            f"unseal event {unseal_event} is for manifest root {event.manifest_root}, "
             f"not the current {manifest.root}; rerun unseal"
         )
     variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import read_records
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Instance, Rollout
+from evoaudit.records import DeterminismReport, Instance, ReplayReport, Rollout
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.recompute import field_family
 from evoaudit.replay.suites import replay_for
@@ -105,16 +103,16 @@ def replay_shard(
                     "recomputed": repr(recomputed)[:300],
                 }
             )
-    report = {
-        "rollouts": str(rollouts_path),
-        "replayed": len(rollouts),
-        "mismatched_rollouts": len({d["rollout_id"] for d in details}),
-        "mismatches_by_field": dict(sorted(by_field.items())),
-        "on_mismatch": on_mismatch,
-        "details": details,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(out, json.dumps(report, indent=2) + "\n")
+    record = ReplayReport(
+        rollouts=str(rollouts_path),
+        replayed=len(rollouts),
+        mismatched_rollouts=len({d["rollout_id"] for d in details}),
+        mismatches_by_field=dict(sorted(by_field.items())),
+        on_mismatch=on_mismatch,
+        details=details,
+    )
+    record.write(out)
+    report = record.model_dump(mode="json")
     for d in details:
         # The log keeps the evidence even when Snakemake removes the failed job's report.
         log.error("replay mismatch %s %s: recorded %s, recomputed %s", *d.values())
@@ -179,10 +177,10 @@ def audit_checks(paths: list[Path]) -> tuple[list[Path], dict[str, Any]]:
     by_field: Counter[str] = Counter()
     replayed = mismatched = 0
     for p in shards:
-        r = json.loads(p.read_text())
-        replayed += r["replayed"]
-        mismatched += r["mismatched_rollouts"]
-        by_field.update(r["mismatches_by_field"])
+        r = ReplayReport.read(p)
+        replayed += r.replayed
+        mismatched += r.mismatched_rollouts
+        by_field.update(r.mismatches_by_field)
     checks: dict[str, Any] = {
         "replay": {
             "shards": len(shards),
@@ -194,6 +192,6 @@ def audit_checks(paths: list[Path]) -> tuple[list[Path], dict[str, Any]]:
     }
     for p in paths:
         if p.name == VERIFY_REPORT_NAME:
-            v = json.loads(p.read_text())
-            checks["verify"] = {k: v[k] for k in ("sampled", "verified", "differing")}
+            v = DeterminismReport.read(p)
+            checks["verify"] = {"sampled": v.sampled, "verified": v.verified, "differing": v.differing}
     return shards, checks

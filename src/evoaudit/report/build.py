@@ -19,7 +19,7 @@ from evoaudit.jsonl import iter_records
 from evoaudit.methods.conditions import condition
 from evoaudit.methods.placebo import deployed_chars
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Rollout
+from evoaudit.records import Rollout, SuiteSpec
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report import exclusions, trace
@@ -153,7 +153,8 @@ def build_report(
     tables["harm"] = t.harm_table(data)
     tables["interface"] = t.interface_table(data)
 
-    spec_doc, audit_doc = _read_json(spec), _read_json(audit_summary)
+    spec_doc = SuiteSpec.read(spec).model_dump() if spec is not None and spec.exists() else None
+    audit_doc = _read_json(audit_summary)
     unc = uncorrected_families(spec_doc, audit_doc)
     splits = {"seen": sorted({r.family for r in rollouts if r.split == "seen"})}
     splits["unseen"] = sorted({r.family for r in rollouts if r.split == "unseen"})

@@ -9,6 +9,7 @@ from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.credentials import public_config
 from evoaudit.provenance import provenance
+from evoaudit.records import Manifest, SuiteSpec
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report.build import build_report
 from evoaudit.report.transfer import derive_config
@@ -32,11 +33,11 @@ def report_stage(
     """Tables, figures, HTML and report.md, with the seal's roots and the re-execution checks' totals."""
     extra = {}
     if manifest:
-        frozen = json.loads(manifest.read_text())
-        extra["manifest_root"] = frozen["root"]
-        extra["lineage_roots"] = frozen.get("lineage_roots", {})
+        frozen = Manifest.read(manifest)
+        extra["manifest_root"] = frozen.root
+        extra["lineage_roots"] = frozen.lineage_roots
     if spec:
-        extra["suite_spec"] = json.loads(spec.read_text())["instances_sha256"]
+        extra["suite_spec"] = SuiteSpec.read(spec).instances_sha256
     # Replay totals and the determinism check's count travel in the provenance block of the report.
     replay_reports, extra["checks"] = audit_checks(replays)
     build_report(

@@ -13,13 +13,12 @@ opened for some root.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from evoaudit.provenance import code_revision, directory_lock
-from evoaudit.records import Manifest
+from evoaudit.records import LineageOpening, Manifest, UnsealEvent, read_unseal_log, unseal_log_line
 from evoaudit.seal.coverage import check_round_chains, later_round, lineage_acquisition
 from evoaudit.seal.manifest import (
     SealError,
@@ -29,7 +28,6 @@ from evoaudit.seal.manifest import (
     read_manifest,
     root_hash,
     verify_manifest,
-    write_json_atomic,
 )
 from evoaudit.seal.redo import redone_artifacts
 
@@ -58,7 +56,7 @@ def freeze_lineage(
     manifest = build_manifest(files, results_dir, lineage=lineage)
     for f in files:
         make_read_only(f)
-    write_json_atomic(manifest_path, manifest.model_dump(mode="json"))
+    manifest.write(manifest_path)
     return manifest
 
 
@@ -70,7 +68,7 @@ def freeze(artifact_dirs: list[Path], results_dir: Path, manifest_path: Path) ->
     manifest = build_manifest(files, results_dir)
     for f in files:
         make_read_only(f)
-    write_json_atomic(manifest_path, manifest.model_dump(mode="json"))
+    manifest.write(manifest_path)
     return manifest
 
 
@@ -92,14 +90,8 @@ def combine_manifests(lineage_manifests: list[Path], results_dir: Path, out: Pat
     if len(set(paths)) != len(paths):
         raise SealError(f"{out}: one file is listed by two lineage manifests; artifact directories overlap")
     manifest = Manifest(entries=entries, root=root_hash(entries), lineage_roots=dict(sorted(roots.items())))
-    write_json_atomic(out, manifest.model_dump(mode="json"))
+    manifest.write(out)
     return manifest
-
-
-def read_unseal_log(log_path: Path) -> list[dict[str, Any]]:
-    if not log_path.exists():
-        return []
-    return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
 
 
 def unseal(
@@ -111,7 +103,7 @@ def unseal(
     policy: NewRootPolicy = "refuse",
     force: bool = False,
     log_path: Path | None = None,
-) -> dict[str, Any]:
+) -> UnsealEvent:
     """Record one unseal event for a verified manifest and write it to ``event_path``.
 
     The same root again is a no-op (the logged event is rewritten unchanged). A different root is refused,
@@ -133,29 +125,28 @@ def unseal(
     log_path = log_path or results_dir / "freeze" / UNSEAL_LOG
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with directory_lock(log_path.parent):  # lineage-scope unseal jobs run in parallel
-        previous = [e for e in read_unseal_log(log_path) if e["key"] == key]
+        previous = [e for e in read_unseal_log(log_path) if e.key == key]
         last = previous[-1] if previous else None
-        if last is not None and last["manifest_root"] == manifest.root:
-            write_json_atomic(event_path, last)
+        if last is not None and last.manifest_root == manifest.root:
+            last.write(event_path)
             return last
         kind = "first"
         if last is not None:
             kind = _new_root_kind(last, manifest, policy, force, log_path, results_dir)
-        event = {
-            "key": key,
-            "scope": scope,
-            "manifest_root": manifest.root,
-            "lineage_roots": roots,
-            # Every file's hash, so that a later unseal can tell an extension from a change.
-            "files": {e.path: e.sha256 for e in manifest.entries},
-            "kind": kind,
-            "previous_root": None if last is None else last["manifest_root"],
-            "time": datetime.now(UTC).isoformat(timespec="seconds"),
-            "code": code_revision(),
-        }
+        event = UnsealEvent(
+            key=key,
+            scope=scope,
+            manifest_root=manifest.root,
+            lineage_roots=roots,
+            files={e.path: e.sha256 for e in manifest.entries},
+            kind=kind,
+            previous_root=None if last is None else last.manifest_root,
+            time=datetime.now(UTC).isoformat(timespec="seconds"),
+            code=code_revision(),
+        )
         with open(log_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(event, sort_keys=True) + "\n")
-    write_json_atomic(event_path, event)
+            fh.write(unseal_log_line(event))
+    event.write(event_path)
     return event
 
 
@@ -253,7 +244,7 @@ def _has_record(path: Path) -> bool:
 
 
 def _new_root_kind(
-    last: dict[str, Any],
+    last: UnsealEvent,
     manifest: Manifest,
     policy: NewRootPolicy,
     force: bool,
@@ -263,15 +254,15 @@ def _new_root_kind(
     if force or policy == "force":
         return "forced"
     now = {e.path: e.sha256 for e in manifest.entries}
-    changed = sorted(p for p, h in last["files"].items() if now.get(p) != h)
+    changed = sorted(p for p, h in last.files.items() if now.get(p) != h)
     # A deliberate redo (`evoaudit redo`) archived exactly these artifacts since the last unseal.
-    redone = redone_artifacts(results_dir, last["manifest_root"])
+    redone = redone_artifacts(results_dir, last.manifest_root)
     if changed and all(_under(p, redone) for p in changed):
         return "redo"
-    added = sorted(set(now) - set(last["files"]))
+    added = sorted(set(now) - set(last.files))
     # An extension adds whole new artifacts: a file added to an artifact that was unsealed (any of its files
     # listed before) or evaluated changes that artifact, however the earlier manifest came to omit it.
-    unsealed_before = {_artifact_dir(p) for p in last["files"]} - redone
+    unsealed_before = {_artifact_dir(p) for p in last.files} - redone
     grown = sorted({_artifact_dir(p) for p in added} & unsealed_before)
     evaluated = evaluated_artifacts(results_dir, {_artifact_dir(p) for p in added} - redone)
     if policy == "extend" and not changed and not grown and not evaluated:
@@ -291,7 +282,7 @@ def _new_root_kind(
         why = "files were only added, which seal.unseal_new_root: extend accepts"
     raise SealError(
         f"protocol rule 'one unseal per freeze': endpoints were already unsealed for manifest root "
-        f"{last['manifest_root']} at {last['time']} (see {log_path}); the manifest now has root {root} "
+        f"{last.manifest_root} at {last.time} (see {log_path}); the manifest now has root {root} "
         f"({why}). Artifacts produced after endpoints were opened could have seen them. To proceed anyway, "
         "set seal.unseal_new_root to extend (added artifacts only) or force, or run "
         "`evoaudit unseal --force`; the choice is recorded in the unseal log"
@@ -302,7 +293,7 @@ def _under(path: str, dirs: set[str]) -> bool:
     return any(path.startswith(d + "/") for d in dirs)
 
 
-def open_lineage(lineage_manifest_path: Path, global_event_path: Path, out: Path) -> dict[str, Any]:
+def open_lineage(lineage_manifest_path: Path, global_event_path: Path, out: Path) -> LineageOpening:
     """Global scope: a lineage opens once the global unseal event covers its current manifest root."""
     manifest = read_manifest(lineage_manifest_path)
     if not global_event_path.exists():
@@ -310,21 +301,21 @@ def open_lineage(lineage_manifest_path: Path, global_event_path: Path, out: Path
             f"endpoint blindness: {global_event_path} does not exist; with seal_scope global every lineage "
             "must be frozen and the global unseal recorded before any endpoint variant is loaded"
         )
-    event = json.loads(global_event_path.read_text())
-    if event.get("lineage_roots", {}).get(manifest.lineage) != manifest.root:
+    event = UnsealEvent.read(global_event_path)
+    if event.lineage_roots.get(manifest.lineage) != manifest.root:
         raise SealError(
             f"endpoint blindness: the global unseal event {global_event_path} does not cover lineage "
             f"{manifest.lineage} at manifest root {manifest.root} (it has "
-            f"{event.get('lineage_roots', {}).get(manifest.lineage)}); rerun freeze and unseal"
+            f"{event.lineage_roots.get(manifest.lineage)}); rerun freeze and unseal"
         )
-    opened = {
-        "key": f"lineage:{manifest.lineage}",
-        "scope": "global",
-        "lineage": manifest.lineage,
-        "manifest_root": manifest.root,
-        "global_root": event["manifest_root"],
-        "unsealed_at": event["time"],
-        "kind": event["kind"],
-    }
-    write_json_atomic(out, opened)
+    opened = LineageOpening(
+        key=f"lineage:{manifest.lineage}",
+        scope="global",
+        lineage=manifest.lineage,
+        manifest_root=manifest.root,
+        global_root=event.manifest_root,
+        unsealed_at=event.time,
+        kind=event.kind,
+    )
+    opened.write(out)
     return opened

@@ -8,11 +8,10 @@ committed, the freeze manifest verifies file by file, and an unseal event names 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from evoaudit.hashing import sha256_file
-from evoaudit.records import Instance, Manifest
+from evoaudit.records import Instance, LineageOpening, Manifest, SuiteSpec, UnsealEvent, read_unseal_event
 from evoaudit.seal.manifest import SealError, verify_manifest
 from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 
@@ -37,10 +36,7 @@ def load_learning_instances(
 
 def check_roles(endpoint_variants: tuple[str, ...], spec_path: str | Path) -> None:
     """The config's endpoint variants must include every endpoint variant the frozen suite spec sealed."""
-    spec = json.loads(Path(spec_path).read_text())
-    sealed = spec.get("endpoint_variants")
-    if sealed is None:
-        raise SealError(f"{RULE}: {spec_path} records no endpoint_variants; rerun the suite stage")
+    sealed = SuiteSpec.read(spec_path).endpoint_variants
     unlisted = sorted(set(sealed) - set(endpoint_variants))
     if unlisted:
         raise SealError(
@@ -98,10 +94,8 @@ def load_endpoint_instances(
 ) -> list[Instance]:
     """Endpoint instances (of ``variants``, default all), only from the file whose sha256 the suite spec
     committed, and only with a verified manifest and an unseal event for its root."""
-    spec = json.loads(Path(spec_path).read_text())
-    committed = spec.get("endpoint_sha256")
-    if committed is None:
-        raise SealError(f"{RULE}: {spec_path} commits no endpoint_sha256; rerun the suite stage")
+    spec = SuiteSpec.read(spec_path)
+    committed = spec.endpoint_sha256
     actual = sha256_file(endpoint_table)
     if actual != committed:
         raise SealError(
@@ -109,19 +103,19 @@ def load_endpoint_instances(
             f"{committed}; the endpoint file changed after the suite stage - rerun it"
         )
     assert_unsealed(Path(event_path), manifest)
-    endpoint = tuple(spec.get("endpoint_variants", ()))
+    endpoint = tuple(spec.endpoint_variants)
     wanted = endpoint if variants is None else variants
     return load_instances(endpoint_table, wanted, endpoint, manifest, results_dir)
 
 
-def assert_unsealed(event_path: Path, manifest: Manifest) -> dict:
+def assert_unsealed(event_path: Path, manifest: Manifest) -> UnsealEvent | LineageOpening:
     """The unseal event must exist and name the manifest root in hand."""
     if not event_path.exists():
         raise SealError(f"{RULE}: no unseal event at {event_path}; run the unseal stage first")
-    event = json.loads(event_path.read_text())
-    if event.get("manifest_root") != manifest.root:
+    event = read_unseal_event(event_path)
+    if event.manifest_root != manifest.root:
         raise SealError(
-            f"{RULE}: unseal event {event_path} is for manifest root {event.get('manifest_root')}, "
+            f"{RULE}: unseal event {event_path} is for manifest root {event.manifest_root}, "
             f"not the current {manifest.root}; rerun unseal"
         )
     return event

@@ -62,7 +62,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def read_manifest(path: Path) -> Manifest:
     if not path.exists():
         raise SealError(f"freeze manifest {path} does not exist; run the freeze stage first")
-    return Manifest.model_validate_json(path.read_text())
+    return Manifest.read(path)
 
 
 def verify_manifest(manifest: Manifest, base: Path) -> None:

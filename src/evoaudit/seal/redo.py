@@ -20,6 +20,7 @@ from typing import Any
 
 from evoaudit.hashing import sha256_file
 from evoaudit.provenance import code_revision
+from evoaudit.records import UnsealEvent, read_unseal_log
 from evoaudit.seal.coverage import later_round
 from evoaudit.seal.manifest import SealError
 
@@ -30,11 +31,8 @@ SUPERSEDED_LOG = "log.jsonl"
 UNSEAL_LOG = "unseal_log.jsonl"
 
 
-def _events(results_dir: Path) -> list[dict[str, Any]]:
-    path = results_dir / "freeze" / UNSEAL_LOG
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def _events(results_dir: Path) -> list[UnsealEvent]:
+    return read_unseal_log(results_dir / "freeze" / UNSEAL_LOG)
 
 
 def superseded_log(results_dir: Path) -> list[dict[str, Any]]:
@@ -44,14 +42,14 @@ def superseded_log(results_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def covering_event(artifact_dir: Path, results_dir: Path) -> dict[str, Any] | None:
+def covering_event(artifact_dir: Path, results_dir: Path) -> UnsealEvent | None:
     """The latest unseal event that recorded one of this artifact's current files with its hash."""
     if not artifact_dir.is_dir():
         return None
     rel = artifact_dir.resolve().relative_to(results_dir.resolve()).as_posix()
     current: dict[str, str] | None = None
     for event in reversed(_events(results_dir)):
-        files = {p: h for p, h in event.get("files", {}).items() if p.startswith(rel + "/")}
+        files = {p: h for p, h in event.files.items() if p.startswith(rel + "/")}
         if not files:
             continue
         if current is None:
@@ -74,14 +72,14 @@ def refuse_if_unsealed(artifact_dir: Path, results_dir: Path) -> None:
         if later_round(rel) is not None:
             raise SealError(
                 f"protocol rule 'one unseal per freeze': {artifact_dir} is frozen and endpoints were "
-                f"unsealed with it (unseal event {event.get('key')} at {event.get('time')}); a later round's "
+                f"unsealed with it (unseal event {event.key} at {event.time}); a later round's "
                 "artifact is not evolved again in place, and `evoaudit redo` does not rebuild a chain of "
                 "rounds: run the multi-round audit again under another results_dir"
             )
         raise SealError(
             f"protocol rule 'one unseal per freeze': {artifact_dir} is frozen and endpoints were unsealed "
-            f"with it (unseal event {event.get('key')} at {event.get('time')}, root "
-            f"{event.get('manifest_root')}); it is not evolved again in place. For a deliberate redo run "
+            f"with it (unseal event {event.key} at {event.time}, root "
+            f"{event.manifest_root}); it is not evolved again in place. For a deliberate redo run "
             f"`evoaudit redo --lineage {lineage} --artifact {name} --reason '...'`, which archives it under "
             f"{results_dir}/freeze/{SUPERSEDED_DIR}/ and logs it, then rerun the workflow"
         )
@@ -118,8 +116,8 @@ def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> dict
         "artifact": rel,
         "archived_to": dest.relative_to(results_dir).as_posix(),
         "files": files,
-        "unsealed_root": event.get("manifest_root"),
-        "unseal_key": event.get("key"),
+        "unsealed_root": event.manifest_root,
+        "unseal_key": event.key,
         "reason": reason,
         "time": now.isoformat(timespec="seconds"),
         "code": code_revision(),

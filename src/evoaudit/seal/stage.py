@@ -8,7 +8,7 @@ from typing import Any
 
 from evoaudit.config import Config
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Manifest
+from evoaudit.records import LineageOpening, Manifest, UnsealEvent
 from evoaudit.seal.coverage import artifact_names, require_coverage, round_methods
 from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError, read_manifest
@@ -47,7 +47,7 @@ def unseal_stage(
     *,
     lineage: str | None = None,
     force: bool = False,
-) -> dict[str, Any]:
+) -> UnsealEvent | LineageOpening:
     """Open endpoints: globally, or for one lineage. Refused unless the manifest covers every configured
     artifact of the scope (every lineage, or this lineage under seal_scope lineage)."""
     manifest = read_manifest(manifest_path)
@@ -65,8 +65,8 @@ def unseal_stage(
             policy=cfg.seal.unseal_new_root,
             force=force,
         )
-    write_provenance(event_out, cfg, "unseal", manifest=manifest_path, unseal_kind=event["kind"])
-    log.info("unsealed (%s) for manifest root %s: %s", event["kind"], event["manifest_root"], event_out)
+    write_provenance(event_out, cfg, "unseal", manifest=manifest_path, unseal_kind=event.kind)
+    log.info("unsealed (%s) for manifest root %s: %s", event.kind, event.manifest_root, event_out)
     return event
 
 

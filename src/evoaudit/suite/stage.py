@@ -6,16 +6,14 @@ Neither calls a model."""
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
-from evoaudit.records import Instance
+from evoaudit.records import Instance, SuiteSpec
 from evoaudit.suite.instances import write_instances
 
 AUDIT_FIELDS = ["probe_set", "family", "probe", "applicable", "reason", "accepted"]
@@ -89,23 +87,24 @@ def write_spec(spec_path: Path, spec: dict[str, Any], instances: list[Instance])
         "roles": {i.variant: i.role for i in instances},
         "vectors": {i.instance_id: i.vectors for i in instances},
     }
-    atomic.write_text(spec_path, json.dumps(spec, indent=2, sort_keys=True) + "\n")
+    record = SuiteSpec.model_validate(spec)
+    record.write(spec_path)
     log.info(
         "%s instance table sha256 %s, sealed endpoint file sha256 %s",
         spec["suite"],
         spec["instances_sha256"],
         spec["endpoint_sha256"],
     )
-    return spec
+    return record.model_dump(mode="json")
 
 
-def verify_table(table: Path, spec_path: Path) -> dict:
-    spec = json.loads(spec_path.read_text())
+def verify_table(table: Path, spec_path: Path) -> SuiteSpec:
+    spec = SuiteSpec.read(spec_path)
     actual = sha256_file(table)
-    if actual != spec["instances_sha256"]:
+    if actual != spec.instances_sha256:
         raise SuiteSpecError(
             f"{table}: sha256 {actual} differs from the frozen suite spec {spec_path} "
-            f"({spec['instances_sha256']}); "
+            f"({spec.instances_sha256}); "
             "the instance table changed after the spec was written - rerun the suite stage"
         )
     return spec

@@ -12,7 +12,6 @@ pending request recorded) is counted as such, never folded into a share.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from evoaudit.records import Rollout
+from evoaudit.records import ReplayReport, Rollout
 
 CHECKS = {"attack_success": "safety", "exposure": "exposure"}
 TASK = "task_criteria"
@@ -136,6 +135,8 @@ def judged_rollouts(
 
 def replay_totals(reports: Iterable[str | Path]) -> dict[str, int]:
     """Rollouts replayed and mismatched over replay reports (``replay.stage``'s JSON)."""
-    reps = [json.loads(Path(p).read_text()) for p in reports]
-    mismatched = [m if isinstance(m, int) else len(m) for m in (r["mismatched_rollouts"] for r in reps)]
-    return {"replayed": sum(r["replayed"] for r in reps), "mismatched_rollouts": sum(mismatched)}
+    reps = [ReplayReport.read(p) for p in reports]
+    return {
+        "replayed": sum(r.replayed for r in reps),
+        "mismatched_rollouts": sum(r.mismatched_rollouts for r in reps),
+    }

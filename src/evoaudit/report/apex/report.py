@@ -26,7 +26,7 @@ import pandas as pd
 
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
-from evoaudit.records import Rollout
+from evoaudit.records import ReplayReport, Rollout
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.files import write_table
 from evoaudit.report.metrics import Ratio
@@ -505,10 +505,10 @@ def write_report(
     tables["apex_replay"] = pd.DataFrame(
         [
             {
-                "shard": (rep := json.loads(Path(p).read_text()))["rollouts"],
-                "replayed": rep["replayed"],
-                "mismatched_rollouts": rep["mismatched_rollouts"],
-                "by_field": json.dumps(rep["mismatches_by_field"]),
+                "shard": (rep := ReplayReport.read(p)).rollouts,
+                "replayed": rep.replayed,
+                "mismatched_rollouts": rep.mismatched_rollouts,
+                "by_field": json.dumps(rep.mismatches_by_field),
             }
             for p in replays
         ],

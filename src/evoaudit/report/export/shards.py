@@ -3,7 +3,6 @@ condition, arm): what one exported log holds."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from evoaudit.hashing import sha256_file
 from evoaudit.jsonl import is_aside, iter_records, read_timing
 from evoaudit.provenance import PROVENANCE_FILE
-from evoaudit.records import Rollout
+from evoaudit.records import Rollout, read_provenance
 
 
 @dataclass
@@ -37,8 +36,8 @@ def shard_files(results: Path, banking_suite: str = "banking") -> list[tuple[str
 
 
 def _provenance(shard: Path) -> dict | None:
-    prov = shard.parent / PROVENANCE_FILE
-    return json.loads(prov.read_text()).get(shard.name) if prov.exists() else None
+    entry = read_provenance(shard.parent / PROVENANCE_FILE).get(shard.name)
+    return None if entry is None else entry.model_dump(mode="json")
 
 
 def grouped(results: Path, banking_suite: str = "banking", suites: set[str] | None = None) -> list[Group]:

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evoaudit.agent.loop import run_instance
@@ -38,6 +38,9 @@ class ExcludedShareError(AuditError):
 
 @dataclass(frozen=True)
 class EpisodeSpec:
+    """One episode: who runs it (lineage, condition, arm, defence), on what (instance, goal), and, once
+    ``bind`` has computed them for the run (``run_specs``), its seed and resume key."""
+
     lineage: str
     condition: str
     arm: Arm
@@ -46,6 +49,10 @@ class EpisodeSpec:
     # The defence the episode runs under (suite.defenses); None: undefended, the paper's protocol. Not in
     # the rollout id: a defended run has its own shard files, and the same seed as its undefended twin.
     defense: str | None = None
+    # The executor's episode seed (``episode_seed``); None on a spec only planned, not yet bound.
+    seed: int | None = None
+    # The resume key its rollout records (``evaluate.resume``); None until bound, or for a lone episode.
+    resume_key: str | None = None
 
     @property
     def rollout_id(self) -> str:
@@ -83,18 +90,62 @@ def episode_seed(cfg: Config, spec: EpisodeSpec) -> int:
     return derive_seed(cfg.seed, spec.lineage, spec.instance.instance_id, spec.goal, "executor")
 
 
+def bind(
+    cfg: Config,
+    spec: EpisodeSpec,
+    executor: dict | None = None,
+    artifact_sha256: str | None = None,
+    sections_sha256: str | None = None,
+) -> EpisodeSpec:
+    """``spec`` with its seed, and with its resume key when ``executor`` (the backend's fingerprint) is
+    given: computed here, once per episode. ``sections_sha256`` (``resume.config_sections_sha256``) may be
+    passed to hash the configuration once per shard."""
+    seed = episode_seed(cfg, spec)
+    if executor is None:
+        return replace(spec, seed=seed)
+    key = _resume_key(cfg, spec.defense, seed, executor, artifact_sha256, sections_sha256)
+    return replace(spec, seed=seed, resume_key=key)
+
+
+def _resume_key(
+    cfg: Config,
+    defense: str | None,
+    seed: int,
+    executor: dict,
+    artifact_sha256: str | None,
+    sections_sha256: str | None,
+) -> str:
+    sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    if defense is not None:  # a defended episode is never kept for its undefended twin, or another's
+        sections = sha256_json([sections, defense])
+    return resume.resume_key(artifact_sha256, executor, seed, sections)
+
+
+def spec_resume_key(
+    cfg: Config,
+    executor: dict,
+    spec: EpisodeSpec,
+    artifact_sha256: str | None,
+    sections_sha256: str | None = None,
+) -> str:
+    """The resume key ``bind`` gives ``spec``."""
+    return _resume_key(cfg, spec.defense, episode_seed(cfg, spec), executor, artifact_sha256, sections_sha256)
+
+
 async def run_one(
     cfg: Config,
     backend: ChatBackend,
     spec: EpisodeSpec,
     system: str,
     artifact_sha256: str | None,
-    resume_key: str | None = None,
 ) -> Rollout:
+    """One episode; its rollout records ``spec``'s seed and resume key (an unbound spec is bound here,
+    without a resume key)."""
+    if spec.seed is None:
+        spec = bind(cfg, spec)
     inst = spec.instance
     suite = get_suite(inst.suite)
     injections = suite.injections(cfg, inst, spec.goal)
-    seed = episode_seed(cfg, spec)
     pre, env, episode = await run_instance(
         backend,
         system,
@@ -104,13 +155,13 @@ async def run_one(
         injections,
         cfg,
         max_steps=cfg.agent.max_steps,
-        seed=seed if cfg.executor.send_seed else None,
-        defense=get_defense(spec.defense, seed),
+        seed=spec.seed if cfg.executor.send_seed else None,
+        defense=get_defense(spec.defense, spec.seed),
         time_limit_s=cfg.agent.time_limit_s,
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(
-        **_identity(spec, seed, backend, artifact_sha256, resume_key),
+        **_identity(spec, backend, artifact_sha256),
         injections=injections,
         pre_state_sha256=suite.state_sha256(pre),
         messages=episode.messages,
@@ -131,10 +182,9 @@ def _profile_fields(cfg: Config) -> dict:
     return {"agent_profile": cfg.agent.profile, "max_steps": cfg.agent.max_steps}
 
 
-def _identity(
-    spec: EpisodeSpec, seed: int, backend: ChatBackend, artifact_sha256: str | None, resume_key: str | None
-) -> dict:
-    """The fields a rollout's record takes from its episode spec, whether the episode ended or failed."""
+def _identity(spec: EpisodeSpec, backend: ChatBackend, artifact_sha256: str | None) -> dict:
+    """The fields a rollout's record takes from its (bound) episode spec, whether the episode ended or
+    failed."""
     inst = spec.instance
     return {
         "rollout_id": spec.rollout_id,
@@ -146,10 +196,10 @@ def _identity(
         "variant": inst.variant,
         "split": inst.split,
         "goal": spec.goal,
-        "seed": seed,
+        "seed": spec.seed,
         "executor": backend.fingerprint(),
         "artifact_sha256": artifact_sha256,
-        "resume_key": resume_key,
+        "resume_key": spec.resume_key,
         "defense": spec.defense,
     }
 
@@ -159,13 +209,12 @@ def harness_failure_rollout(
     cfg: Config,
     spec: EpisodeSpec,
     artifact_sha256: str | None,
-    resume_key: str | None,
     exc: BaseException,
 ) -> Rollout:
     """The record of an episode the harness failed: its identity, no messages, calls or states (the episode
     did not end), and the exception as a ``harness_error`` outcome."""
     return Rollout(
-        **_identity(spec, episode_seed(cfg, spec), backend, artifact_sha256, resume_key),
+        **_identity(spec, backend, artifact_sha256),
         pre_state_sha256="",
         messages=[],
         calls=[],
@@ -173,19 +222,6 @@ def harness_failure_rollout(
         outcome=harness_failure_outcome(spec.goal, exc),
         **_profile_fields(cfg),
     )
-
-
-def spec_resume_key(
-    cfg: Config,
-    executor: dict,
-    spec: EpisodeSpec,
-    artifact_sha256: str | None,
-    sections_sha256: str | None = None,
-) -> str:
-    sections = sections_sha256 or resume.config_sections_sha256(cfg)
-    if spec.defense is not None:  # a defended episode is never kept for its undefended twin, or another's
-        sections = sha256_json([sections, spec.defense])
-    return resume.resume_key(artifact_sha256, executor, episode_seed(cfg, spec), sections)
 
 
 class Progress:
@@ -231,12 +267,14 @@ async def run_specs(
     # Resume keys are computed before any request: the executor's identity is what its config fixes.
     executor = backend.fingerprint()
     sections = resume.config_sections_sha256(cfg)
-    seeds = {s.rollout_id: episode_seed(cfg, s) for s in specs}
-    keys = {s.rollout_id: spec_resume_key(cfg, executor, s, artifact_sha256, sections) for s in specs}
+    specs = [bind(cfg, s, executor, artifact_sha256, sections) for s in specs]
+    by_id = {s.rollout_id: s for s in specs}
 
     def aside(record: Rollout) -> tuple[str, str] | None:
-        rid = record.rollout_id
-        return resume.aside_reason(record, keys.get(rid), artifact_sha256, executor, seeds.get(rid))
+        spec = by_id.get(record.rollout_id)
+        if spec is None:
+            return resume.aside_reason(record, None, artifact_sha256, executor, None)
+        return resume.aside_reason(record, spec.resume_key, artifact_sha256, executor, spec.seed)
 
     writer = ShardWriter(out_path, Rollout, aside)
     todo = [s for s in specs if s.rollout_id not in writer.done]
@@ -248,12 +286,11 @@ async def run_specs(
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
     async def one(spec: EpisodeSpec) -> None:
-        key = keys[spec.rollout_id]
         async with gate:
             # Exception, not BaseException: cancellation and KeyboardInterrupt end the job.
             try:
                 text = system if isinstance(system, str) else system(spec)
-                rollout = await run_one(cfg, backend, spec, text, artifact_sha256, key)
+                rollout = await run_one(cfg, backend, spec, text, artifact_sha256)
                 if retrieval is not None:
                     rollout.retrieval = retrieval(spec)
                 # Inside the guard: a rollout that cannot be serialised (text JSON cannot hold) is this
@@ -268,7 +305,7 @@ async def run_specs(
                     type(exc).__name__,
                     exc_info=exc,
                 )
-                rollout = harness_failure_rollout(backend, cfg, spec, artifact_sha256, key, exc)
+                rollout = harness_failure_rollout(backend, cfg, spec, artifact_sha256, exc)
                 writer.append(rollout)
         progress.tick(rollout)
 

@@ -104,6 +104,16 @@ def test_evaluation_refuses_an_unseal_event_for_another_root(sealed, tmp_path):
         )
 
 
+def test_evaluation_without_an_unseal_event_refuses_naming_the_stage_to_run(sealed, tmp_path):
+    cfg, _, _, kwargs = sealed
+    missing = tmp_path / "no-unseal.json"
+    with pytest.raises(SealError, match=f"no unseal event at {missing}; run the unseal stage first"):
+        evaluate_shard(
+            cfg, "L1", "static", "benign", 1, out=tmp_path / "s.jsonl", **(kwargs | {"unseal_event": missing})
+        )
+    assert not (tmp_path / "s.jsonl").exists()
+
+
 def test_determinism_check_reruns_a_sample_and_finds_it_byte_identical(sealed, tmp_path):
     cfg, results, shard, kwargs = sealed
     report = verify_rollouts(

@@ -4,7 +4,6 @@ against sealed endpoint variants."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +16,8 @@ from evoaudit.methods.conditions import Insertion, condition, condition_goals
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
-from evoaudit.seal.freeze import read_manifest
-from evoaudit.seal.guard import load_endpoint_instances
-from evoaudit.seal.manifest import SealError, verify_file
+from evoaudit.seal.guard import open_endpoints
+from evoaudit.seal.manifest import verify_file
 from evoaudit.suite.defenses import ORIGINS
 from evoaudit.suite.stage import endpoint_table_path, verify_table
 
@@ -59,19 +57,13 @@ def evaluate_shard(
     """``defense`` (one of ``suite.defenses.DEFENSES``) rewrites what the model sees in every episode
     (the defence axis, a named extension); None is the paper's protocol."""
     verify_table(table, spec)
-    manifest = read_manifest(manifest_path)
-    event = json.loads(unseal_event.read_text())
-    if event["manifest_root"] != manifest.root:
-        raise SealError(
-            f"unseal event {unseal_event} is for manifest root {event['manifest_root']}, "
-            f"not the current {manifest.root}; rerun unseal"
-        )
     variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint
     # Endpoint variants live in their own file (suite stage), opened only past a verified unseal.
     endpoint = endpoint or endpoint_table_path(table)
-    instances = load_endpoint_instances(endpoint, spec, manifest, unseal_event, results_dir, variants)
+    opened = open_endpoints(endpoint, spec, manifest_path, unseal_event, results_dir, variants)
+    instances = opened.instances
     # Tamper evidence: every file of the artifact is re-hashed against the manifest before use.
-    hashes = {p.name: verify_file(manifest, results_dir, p) for p in artifact_files(artifact_dir)}
+    hashes = {p.name: verify_file(opened.manifest, results_dir, p) for p in artifact_files(artifact_dir)}
     artifact_sha = sha256_json(hashes)
     cond = condition(condition_name)
     insertion = Insertion(cond, artifact_dir)

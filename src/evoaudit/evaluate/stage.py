@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from evoaudit.agent.profile import configured_prompt
@@ -23,14 +24,15 @@ from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
 def deployed_prompts(
-    cfg: Config, insertion: Insertion, specs: list[EpisodeSpec]
+    prompt: Callable[[list[tuple[str, str]]], str], insertion: Insertion, specs: list[EpisodeSpec]
 ) -> tuple[str | Callable[[EpisodeSpec], str], Callable[[EpisodeSpec], dict | None] | None]:
-    """The system prompt with ``insertion``'s artifact deployed (one for every episode, or per episode
-    for retrieval) and, for retrieval, what each episode retrieved."""
+    """The system prompt (``prompt`` of the sections, ``agent.profile.configured_prompt``) with
+    ``insertion``'s artifact deployed (one for every episode, or per episode for retrieval) and, for
+    retrieval, what each episode retrieved."""
     if not insertion.per_query:
-        return configured_prompt(cfg, insertion.sections()), None
+        return prompt(insertion.sections()), None
     # Retrieval: each episode's prompt depends on its task query.
-    systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
+    systems = {s.rollout_id: prompt(insertion.sections(s.instance.prompt)) for s in specs}
     return (
         lambda spec: systems[spec.rollout_id],
         lambda spec: insertion.retrieval(spec.instance.prompt),
@@ -73,7 +75,7 @@ def evaluate_shard(
         shard_index,
         cfg.evaluation.shards,
     )
-    system, retrieval = deployed_prompts(cfg, insertion, specs)
+    system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
     backend = make_backend(cfg, cfg.executor, instances)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
     write_provenance(

@@ -9,13 +9,13 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.stage import evaluate_shard
+from evoaudit.evaluate.verify import DeterminismError, comparable, verify_rollouts
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.stage import write_sealed_tables
-from evoaudit.verify import DeterminismError, comparable, verify_rollouts
 
 
 def _acquisition(results: Path, lineage: str, text: str) -> tuple[Path, Path]:

@@ -139,7 +139,7 @@ def cmd_redo(args):
 
 
 def cmd_verify(args):
-    from evoaudit.verify import verify_stage
+    from evoaudit.evaluate.verify import verify_stage
 
     report = verify_stage(
         _cfg(args),

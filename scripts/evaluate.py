@@ -14,7 +14,7 @@ from evoaudit.joblog import job_log
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
     if "config" in snakemake.input.keys():  # transfer_evaluate only: the audit's jobs skip this import
-        from evoaudit.report.transfer import evaluation_config
+        from evoaudit.transfer_config import evaluation_config
 
         cfg = evaluation_config(cfg, Path(snakemake.input.config))
     evaluate_shard(

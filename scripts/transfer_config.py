@@ -5,7 +5,7 @@ from pathlib import Path
 
 from evoaudit.config import from_dict
 from evoaudit.joblog import job_log
-from evoaudit.report.stage import write_transfer_config
+from evoaudit.transfer_config import write_transfer_config
 
 with job_log(snakemake.log[0]):
     write_transfer_config(

@@ -4,8 +4,8 @@
 from pathlib import Path
 
 from evoaudit.config import from_dict
+from evoaudit.evaluate.verify import verify_stage
 from evoaudit.joblog import job_log
-from evoaudit.verify import verify_stage
 
 with job_log(snakemake.log[0]):
     verify_stage(

@@ -18,8 +18,7 @@ from evoaudit.models import preflight
 from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.quirks import QuirkHandler
 from evoaudit.provenance import config_sha256, provenance
-from evoaudit.report.stage import write_transfer_config
-from evoaudit.report.transfer import evaluation_config
+from evoaudit.transfer_config import evaluation_config, write_transfer_config
 
 PASSWORD = "pw-SENTINEL-4b8e1d"
 URL = f"http://auditor:{PASSWORD}@127.0.0.1:9/v1"

@@ -6,6 +6,7 @@ import pytest
 from test_report_metrics import mk
 
 from evoaudit import config as config_mod
+from evoaudit import transfer_config
 from evoaudit.config import ConfigError
 from evoaudit.report import transfer
 
@@ -24,7 +25,7 @@ def _cfg(**transfer_section):
 
 def test_derived_config_swaps_the_executor_and_restricts_the_subset_only():
     cfg = _cfg(lineages=["L2"], sim={"compliance": 0.9})
-    data = transfer.derive_config(cfg)
+    data = transfer_config.derive_config(cfg)
     assert data["executor"]["model"] == "evoaudit-sim-b"
     assert data["suite"]["goals"] == ["injection_task_4", "injection_task_6", "injection_task_7"]
     assert data["roles"]["attacked_endpoint"] == ["v3"]
@@ -42,7 +43,7 @@ def test_conditions_not_in_the_run_are_dropped():
     cfg = config_mod.from_dict(
         {"methods": ["static"], "conditions": ["static"], "transfer": {"conditions": ["static", "skillopt"]}}
     )
-    assert transfer.active_conditions(cfg) == ["static"]
+    assert transfer_config.active_conditions(cfg) == ["static"]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_conditions_not_in_the_run_are_dropped():
 )
 def test_bad_transfer_sections_name_the_field(section, field):
     with pytest.raises(ConfigError, match=field):
-        transfer.derive_config(_cfg(**section))
+        transfer_config.derive_config(_cfg(**section))
 
 
 def test_transfer_table_flags_a_ceiling_under_the_baseline():

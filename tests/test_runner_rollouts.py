@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 
 import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.evaluate.runner import ExcludedShareError, plan_episodes, run_one, run_specs, spec_resume_key
+from evoaudit.evaluate import resume
+from evoaudit.evaluate.runner import ExcludedShareError, RunSettings, bind, plan_episodes, run_one, run_specs
 from evoaudit.jsonl import partial_path, read_records
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
+from evoaudit.seeds import derive_seed
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 
 
@@ -79,8 +82,8 @@ def test_shard_appends_each_rollout_and_skips_finished_ones_on_restart(setup, tm
     out = tmp_path / "shard0.jsonl"
     sys_prompt = system_prompt(cfg.agent.system_prompt)
     # A previous run finished two rollouts and was killed while writing the third.
-    key = lambda s: spec_resume_key(cfg, backend.fingerprint(), s, None)  # noqa: E731
-    done = [asyncio.run(run_one(cfg, backend, s, sys_prompt, None, key(s))) for s in specs[:2]]
+    bound = [bind(RunSettings.of(cfg), s, backend.fingerprint()) for s in specs[:2]]
+    done = [asyncio.run(run_one(cfg, backend, s, sys_prompt, None)) for s in bound]
     partial = partial_path(out)
     partial.write_text("".join(r.model_dump_json() + "\n" for r in done) + '{"rollout_id": "L1/sta')
 
@@ -220,3 +223,25 @@ def test_cancellation_still_ends_the_shard_keeping_finished_rollouts(setup, tmp_
     assert not out.exists()
     kept = [json.loads(line)["rollout_id"] for line in partial_path(out).read_text().splitlines()]
     assert kept == [s.rollout_id for s in specs[:2]]
+
+
+def test_a_bound_episode_carries_the_seed_and_resume_key_its_rollouts_record(setup, tmp_path):
+    cfg, instances, backend = setup
+    inst = _instance(instances, "user_task_3")
+    spec = plan_episodes("L1", "static", "attacked", [inst], ["injection_task_7"])[0]
+    executor = backend.fingerprint()
+    run = RunSettings.of(cfg)
+    bound = bind(run, spec, executor, "c" * 64)
+    # The seed hashes (global seed, lineage, instance, goal, "executor"): this value is every past run's.
+    assert cfg.seed == 20261130 and bound.seed == 5789285876800702648
+    assert bound.seed == derive_seed(cfg.seed, "L1", inst.instance_id, "injection_task_7", "executor")
+    sections = resume.config_sections_sha256(cfg)
+    assert bound.resume_key == resume.resume_key("c" * 64, executor, bound.seed, sections)
+    # A defended twin shares the seed, never the key; a bare bind (no executor) gives no key.
+    twin = bind(run, replace(spec, defense="data_marking"), executor, "c" * 64)
+    assert twin.seed == bound.seed and twin.resume_key not in (None, bound.resume_key)
+    assert bind(run, spec).resume_key is None
+    out = tmp_path / "shard.jsonl"
+    system = system_prompt(cfg.agent.system_prompt)
+    [rollout] = asyncio.run(run_specs(cfg, backend, [spec], system, "c" * 64, out))
+    assert (rollout.seed, rollout.resume_key) == (bound.seed, bound.resume_key)

@@ -10,13 +10,13 @@ from conftest import write_suite_spec
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.stage import evaluate_shard
+from evoaudit.evaluate.verify import DeterminismError, comparable, verify_rollouts
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
 from evoaudit.records import UnsealEvent
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
 from evoaudit.suite.agentdojo.banking.instances import build_instances
-from evoaudit.verify import DeterminismError, comparable, verify_rollouts
 
 
 def _acquisition(results: Path, lineage: str, text: str) -> tuple[Path, Path]:
@@ -104,6 +104,16 @@ def test_evaluation_refuses_an_unseal_event_for_another_root(sealed, tmp_path):
         evaluate_shard(
             cfg, "L1", "static", "benign", 1, out=tmp_path / "s.jsonl", **(kwargs | {"unseal_event": event})
         )
+
+
+def test_evaluation_without_an_unseal_event_refuses_naming_the_stage_to_run(sealed, tmp_path):
+    cfg, _, _, kwargs = sealed
+    missing = tmp_path / "no-unseal.json"
+    with pytest.raises(SealError, match=f"no unseal event at {missing}; run the unseal stage first"):
+        evaluate_shard(
+            cfg, "L1", "static", "benign", 1, out=tmp_path / "s.jsonl", **(kwargs | {"unseal_event": missing})
+        )
+    assert not (tmp_path / "s.jsonl").exists()
 
 
 def test_determinism_check_reruns_a_sample_and_finds_it_byte_identical(sealed, tmp_path):

@@ -139,7 +139,7 @@ def cmd_redo(args):
 
 
 def cmd_verify(args):
-    from evoaudit.verify import verify_stage
+    from evoaudit.evaluate.verify import verify_stage
 
     report = verify_stage(
         _cfg(args),
@@ -283,7 +283,7 @@ def cmd_reproduce(args):
 
 
 def cmd_transfer_config(args):
-    from evoaudit.report.stage import write_transfer_config
+    from evoaudit.transfer_config import write_transfer_config
 
     write_transfer_config(_cfg(args), Path(args.out))
 

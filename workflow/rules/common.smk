@@ -229,7 +229,7 @@ def get_replay_reports():
 
 def get_transfer_shards():
     # Cross-executor check (workflow/rules/transfer.smk): attacked shards of the second executor.
-    from evoaudit.report.transfer import active_conditions, transfer_lineages
+    from evoaudit.transfer_config import active_conditions, transfer_lineages
 
     if not CFG.transfer.enabled:
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 
 from evoaudit import atomic
@@ -50,7 +51,8 @@ def acquire(
         system, retrieval, artifact_sha = configured_prompt(cfg), None, None
     else:
         meta = read_meta(prior)
-        system, retrieval = deployed_prompts(cfg, Insertion(condition(meta.method), prior), specs)
+        insertion = Insertion(condition(meta.method), prior)
+        system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
         artifact_sha = artifact_sha256(prior)
     rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
     info = {

@@ -13,8 +13,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from evoaudit.agent.loop import run_instance
 from evoaudit.config import Config
@@ -38,6 +39,9 @@ class ExcludedShareError(AuditError):
 
 @dataclass(frozen=True)
 class EpisodeSpec:
+    """One episode: who runs it (lineage, condition, arm, defence), on what (instance, goal), and, once
+    ``bind`` has computed them for the run (``run_specs``), its seed and resume key."""
+
     lineage: str
     condition: str
     arm: Arm
@@ -46,10 +50,52 @@ class EpisodeSpec:
     # The defence the episode runs under (suite.defenses); None: undefended, the paper's protocol. Not in
     # the rollout id: a defended run has its own shard files, and the same seed as its undefended twin.
     defense: str | None = None
+    # The executor's episode seed (``episode_seed``); None on a spec only planned, not yet bound.
+    seed: int | None = None
+    # The resume key its rollout records (``evaluate.resume``); None until bound, or for a lone episode.
+    resume_key: str | None = None
 
     @property
     def rollout_id(self) -> str:
         return f"{self.lineage}/{self.condition}/{self.arm}/{self.instance.instance_id}/{self.goal or 'none'}"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What running a shard's episodes reads of the configuration, read once (``RunSettings.of``)."""
+
+    # The global seed every episode seed derives from.
+    seed: int
+    # The hash of the configuration sections an episode depends on (``resume.config_sections_sha256``).
+    sections_sha256: str
+    # Episodes running at once (``executor.concurrency``).
+    concurrency: int
+    # Whether the episode seed is sent with each request (``executor.send_seed``).
+    send_seed: bool
+    # ``agent.max_steps`` and ``agent.time_limit_s``: where an episode stops.
+    max_steps: int
+    time_limit_s: float | None
+    # The agent profile fields a rollout records (none for the default profile: records.Rollout).
+    profile_fields: dict[str, Any]
+    # ``evaluation.max_excluded_share``: the share of infrastructure failures a published shard may hold.
+    max_excluded_share: float
+    # The configuration itself, only for what reads its own section through an interface: the suite
+    # (``AuditSuite.injections``, ``open_tools``) and the agent loop's runner profile.
+    config: Config
+
+    @classmethod
+    def of(cls, cfg: Config) -> RunSettings:
+        return cls(
+            seed=cfg.seed,
+            sections_sha256=resume.config_sections_sha256(cfg),
+            concurrency=cfg.executor.concurrency,
+            send_seed=cfg.executor.send_seed,
+            max_steps=cfg.agent.max_steps,
+            time_limit_s=cfg.agent.time_limit_s,
+            profile_fields=_profile_fields(cfg),
+            max_excluded_share=cfg.evaluation.max_excluded_share,
+            config=cfg,
+        )
 
 
 def plan_episodes(
@@ -79,8 +125,45 @@ def shard(specs: list[EpisodeSpec], index: int, count: int) -> list[EpisodeSpec]
 
 
 def episode_seed(cfg: Config, spec: EpisodeSpec) -> int:
+    return _seed(cfg.seed, spec)
+
+
+def _seed(global_seed: int, spec: EpisodeSpec) -> int:
     # No condition in the seed: conditions share draws (common random numbers).
-    return derive_seed(cfg.seed, spec.lineage, spec.instance.instance_id, spec.goal, "executor")
+    return derive_seed(global_seed, spec.lineage, spec.instance.instance_id, spec.goal, "executor")
+
+
+def bind(
+    run: RunSettings, spec: EpisodeSpec, executor: dict | None = None, artifact_sha256: str | None = None
+) -> EpisodeSpec:
+    """``spec`` with its seed, and with its resume key when ``executor`` (the backend's fingerprint) is
+    given: computed here, once per episode."""
+    seed = _seed(run.seed, spec)
+    if executor is None:
+        return replace(spec, seed=seed)
+    key = _resume_key(run.sections_sha256, spec.defense, seed, executor, artifact_sha256)
+    return replace(spec, seed=seed, resume_key=key)
+
+
+def _resume_key(
+    sections_sha256: str, defense: str | None, seed: int, executor: dict, artifact_sha256: str | None
+) -> str:
+    sections = sections_sha256
+    if defense is not None:  # a defended episode is never kept for its undefended twin, or another's
+        sections = sha256_json([sections, defense])
+    return resume.resume_key(artifact_sha256, executor, seed, sections)
+
+
+def spec_resume_key(
+    cfg: Config,
+    executor: dict,
+    spec: EpisodeSpec,
+    artifact_sha256: str | None,
+    sections_sha256: str | None = None,
+) -> str:
+    """The resume key ``bind`` gives ``spec`` under ``cfg``."""
+    sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    return _resume_key(sections, spec.defense, episode_seed(cfg, spec), executor, artifact_sha256)
 
 
 async def run_one(
@@ -89,12 +172,25 @@ async def run_one(
     spec: EpisodeSpec,
     system: str,
     artifact_sha256: str | None,
-    resume_key: str | None = None,
 ) -> Rollout:
+    """One episode under ``cfg`` (``run_episode`` with the settings read from it)."""
+    return await run_episode(RunSettings.of(cfg), backend, spec, system, artifact_sha256)
+
+
+async def run_episode(
+    run: RunSettings,
+    backend: ChatBackend,
+    spec: EpisodeSpec,
+    system: str,
+    artifact_sha256: str | None,
+) -> Rollout:
+    """One episode; its rollout records ``spec``'s seed and resume key (an unbound spec is bound here,
+    without a resume key)."""
+    if spec.seed is None:
+        spec = bind(run, spec)
     inst = spec.instance
     suite = get_suite(inst.suite)
-    injections = suite.injections(cfg, inst, spec.goal)
-    seed = episode_seed(cfg, spec)
+    injections = suite.injections(run.config, inst, spec.goal)
     pre, env, episode = await run_instance(
         backend,
         system,
@@ -102,15 +198,15 @@ async def run_one(
         suite,
         spec.goal,
         injections,
-        cfg,
-        max_steps=cfg.agent.max_steps,
-        seed=seed if cfg.executor.send_seed else None,
-        defense=get_defense(spec.defense, seed),
-        time_limit_s=cfg.agent.time_limit_s,
+        run.config,
+        max_steps=run.max_steps,
+        seed=spec.seed if run.send_seed else None,
+        defense=get_defense(spec.defense, spec.seed),
+        time_limit_s=run.time_limit_s,
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
     return Rollout(
-        **_identity(spec, seed, backend, artifact_sha256, resume_key),
+        **_identity(spec, backend, artifact_sha256),
         injections=injections,
         pre_state_sha256=suite.state_sha256(pre),
         messages=episode.messages,
@@ -120,21 +216,20 @@ async def run_one(
         outcome=outcome,
         usage=episode.usage,
         wall_s=round(episode.wall_s, 6),
-        **_profile_fields(cfg),
+        **run.profile_fields,
     )
 
 
-def _profile_fields(cfg: Config) -> dict:
+def _profile_fields(cfg: Config) -> dict[str, Any]:
     """The rollout's ``agent_profile`` and ``max_steps`` (none for the default profile: records.Rollout)."""
     if cfg.agent.profile == "default":
         return {}
     return {"agent_profile": cfg.agent.profile, "max_steps": cfg.agent.max_steps}
 
 
-def _identity(
-    spec: EpisodeSpec, seed: int, backend: ChatBackend, artifact_sha256: str | None, resume_key: str | None
-) -> dict:
-    """The fields a rollout's record takes from its episode spec, whether the episode ended or failed."""
+def _identity(spec: EpisodeSpec, backend: ChatBackend, artifact_sha256: str | None) -> dict:
+    """The fields a rollout's record takes from its (bound) episode spec, whether the episode ended or
+    failed."""
     inst = spec.instance
     return {
         "rollout_id": spec.rollout_id,
@@ -146,46 +241,32 @@ def _identity(
         "variant": inst.variant,
         "split": inst.split,
         "goal": spec.goal,
-        "seed": seed,
+        "seed": spec.seed,
         "executor": backend.fingerprint(),
         "artifact_sha256": artifact_sha256,
-        "resume_key": resume_key,
+        "resume_key": spec.resume_key,
         "defense": spec.defense,
     }
 
 
 def harness_failure_rollout(
     backend: ChatBackend,
-    cfg: Config,
+    run: RunSettings,
     spec: EpisodeSpec,
     artifact_sha256: str | None,
-    resume_key: str | None,
     exc: BaseException,
 ) -> Rollout:
     """The record of an episode the harness failed: its identity, no messages, calls or states (the episode
     did not end), and the exception as a ``harness_error`` outcome."""
     return Rollout(
-        **_identity(spec, episode_seed(cfg, spec), backend, artifact_sha256, resume_key),
+        **_identity(spec, backend, artifact_sha256),
         pre_state_sha256="",
         messages=[],
         calls=[],
         terminal_state={},
         outcome=harness_failure_outcome(spec.goal, exc),
-        **_profile_fields(cfg),
+        **run.profile_fields,
     )
-
-
-def spec_resume_key(
-    cfg: Config,
-    executor: dict,
-    spec: EpisodeSpec,
-    artifact_sha256: str | None,
-    sections_sha256: str | None = None,
-) -> str:
-    sections = sections_sha256 or resume.config_sections_sha256(cfg)
-    if spec.defense is not None:  # a defended episode is never kept for its undefended twin, or another's
-        sections = sha256_json([sections, spec.defense])
-    return resume.resume_key(artifact_sha256, executor, episode_seed(cfg, spec), sections)
 
 
 class Progress:
@@ -228,15 +309,17 @@ async def run_specs(
 
     ``system`` is one system prompt for every episode, or a function of the episode (retrieval);
     ``retrieval`` gives what was retrieved for an episode, recorded with its rollout."""
+    run = RunSettings.of(cfg)
     # Resume keys are computed before any request: the executor's identity is what its config fixes.
     executor = backend.fingerprint()
-    sections = resume.config_sections_sha256(cfg)
-    seeds = {s.rollout_id: episode_seed(cfg, s) for s in specs}
-    keys = {s.rollout_id: spec_resume_key(cfg, executor, s, artifact_sha256, sections) for s in specs}
+    specs = [bind(run, s, executor, artifact_sha256) for s in specs]
+    by_id = {s.rollout_id: s for s in specs}
 
     def aside(record: Rollout) -> tuple[str, str] | None:
-        rid = record.rollout_id
-        return resume.aside_reason(record, keys.get(rid), artifact_sha256, executor, seeds.get(rid))
+        spec = by_id.get(record.rollout_id)
+        if spec is None:
+            return resume.aside_reason(record, None, artifact_sha256, executor, None)
+        return resume.aside_reason(record, spec.resume_key, artifact_sha256, executor, spec.seed)
 
     writer = ShardWriter(out_path, Rollout, aside)
     todo = [s for s in specs if s.rollout_id not in writer.done]
@@ -245,15 +328,14 @@ async def run_specs(
             "resuming %s: %d of %d rollouts already recorded", out_path, len(specs) - len(todo), len(specs)
         )
     progress = Progress(len(specs), len(specs) - len(todo), str(out_path))
-    gate = asyncio.Semaphore(cfg.executor.concurrency)
+    gate = asyncio.Semaphore(run.concurrency)
 
     async def one(spec: EpisodeSpec) -> None:
-        key = keys[spec.rollout_id]
         async with gate:
             # Exception, not BaseException: cancellation and KeyboardInterrupt end the job.
             try:
                 text = system if isinstance(system, str) else system(spec)
-                rollout = await run_one(cfg, backend, spec, text, artifact_sha256, key)
+                rollout = await run_episode(run, backend, spec, text, artifact_sha256)
                 if retrieval is not None:
                     rollout.retrieval = retrieval(spec)
                 # Inside the guard: a rollout that cannot be serialised (text JSON cannot hold) is this
@@ -268,7 +350,7 @@ async def run_specs(
                     type(exc).__name__,
                     exc_info=exc,
                 )
-                rollout = harness_failure_rollout(backend, cfg, spec, artifact_sha256, key, exc)
+                rollout = harness_failure_rollout(backend, run, spec, artifact_sha256, exc)
                 writer.append(rollout)
         progress.tick(rollout)
 
@@ -276,21 +358,20 @@ async def run_specs(
         await asyncio.gather(*(one(s) for s in todo))
     finally:
         writer.close()
-    check_excluded_share(cfg, out_path, [writer.done[s.rollout_id] for s in specs])
+    check_excluded_share(run.max_excluded_share, out_path, [writer.done[s.rollout_id] for s in specs])
     writer.finish([s.rollout_id for s in specs])
     return [writer.done[s.rollout_id] for s in specs]
 
 
-def check_excluded_share(cfg: Config, out_path: str | Path, rollouts: list[Rollout]) -> None:
-    """Fail the job when more than ``evaluation.max_excluded_share`` of its rollouts ended in a transient
-    infrastructure failure (an outage, a server bug) or a harness error, instead of publishing a shard whose
-    denominators quietly shrank. The partial file keeps every finished rollout; the rerun redoes only the
-    failed ones."""
+def check_excluded_share(limit: float, out_path: str | Path, rollouts: list[Rollout]) -> None:
+    """Fail the job when more than ``limit`` (``evaluation.max_excluded_share``) of its rollouts ended in a
+    transient infrastructure failure (an outage, a server bug) or a harness error, instead of publishing a
+    shard whose denominators quietly shrank. The partial file keeps every finished rollout; the rerun redoes
+    only the failed ones."""
     failed = Counter(
         r.outcome.infra_failure for r in rollouts if r.outcome.infra_failure in resume.RECOVERABLE_FAILURES
     )
     n = sum(failed.values())
-    limit = cfg.evaluation.max_excluded_share
     if not rollouts or n / len(rollouts) <= limit:
         return
     classes = ", ".join(f"{kind}: {count}" for kind, count in sorted(failed.items()))

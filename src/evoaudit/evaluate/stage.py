@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from evoaudit.agent.profile import configured_prompt
@@ -15,23 +16,23 @@ from evoaudit.methods.artifact import artifact_files
 from evoaudit.methods.conditions import Insertion, condition, condition_goals
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Arm, read_unseal_event
-from evoaudit.seal.freeze import read_manifest
-from evoaudit.seal.guard import load_endpoint_instances
-from evoaudit.seal.manifest import SealError, verify_file
+from evoaudit.records import Arm
+from evoaudit.seal.guard import open_endpoints
+from evoaudit.seal.manifest import verify_file
 from evoaudit.suite.defenses import ORIGINS
 from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
 def deployed_prompts(
-    cfg: Config, insertion: Insertion, specs: list[EpisodeSpec]
+    prompt: Callable[[list[tuple[str, str]]], str], insertion: Insertion, specs: list[EpisodeSpec]
 ) -> tuple[str | Callable[[EpisodeSpec], str], Callable[[EpisodeSpec], dict | None] | None]:
-    """The system prompt with ``insertion``'s artifact deployed (one for every episode, or per episode
-    for retrieval) and, for retrieval, what each episode retrieved."""
+    """The system prompt (``prompt`` of the sections, ``agent.profile.configured_prompt``) with
+    ``insertion``'s artifact deployed (one for every episode, or per episode for retrieval) and, for
+    retrieval, what each episode retrieved."""
     if not insertion.per_query:
-        return configured_prompt(cfg, insertion.sections()), None
+        return prompt(insertion.sections()), None
     # Retrieval: each episode's prompt depends on its task query.
-    systems = {s.rollout_id: configured_prompt(cfg, insertion.sections(s.instance.prompt)) for s in specs}
+    systems = {s.rollout_id: prompt(insertion.sections(s.instance.prompt)) for s in specs}
     return (
         lambda spec: systems[spec.rollout_id],
         lambda spec: insertion.retrieval(spec.instance.prompt),
@@ -58,19 +59,13 @@ def evaluate_shard(
     """``defense`` (one of ``suite.defenses.DEFENSES``) rewrites what the model sees in every episode
     (the defence axis, a named extension); None is the paper's protocol."""
     verify_table(table, spec)
-    manifest = read_manifest(manifest_path)
-    event = read_unseal_event(unseal_event)
-    if event.manifest_root != manifest.root:
-        raise SealError(
-            f"unseal event {unseal_event} is for manifest root {event.manifest_root}, "
-            f"not the current {manifest.root}; rerun unseal"
-        )
     variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint
     # Endpoint variants live in their own file (suite stage), opened only past a verified unseal.
     endpoint = endpoint or endpoint_table_path(table)
-    instances = load_endpoint_instances(endpoint, spec, manifest, unseal_event, results_dir, variants)
+    opened = open_endpoints(endpoint, spec, manifest_path, unseal_event, results_dir, variants)
+    instances = opened.instances
     # Tamper evidence: every file of the artifact is re-hashed against the manifest before use.
-    hashes = {p.name: verify_file(manifest, results_dir, p) for p in artifact_files(artifact_dir)}
+    hashes = {p.name: verify_file(opened.manifest, results_dir, p) for p in artifact_files(artifact_dir)}
     artifact_sha = sha256_json(hashes)
     cond = condition(condition_name)
     insertion = Insertion(cond, artifact_dir)
@@ -80,7 +75,7 @@ def evaluate_shard(
         shard_index,
         cfg.evaluation.shards,
     )
-    system, retrieval = deployed_prompts(cfg, insertion, specs)
+    system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
     backend = make_backend(cfg, cfg.executor, instances)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
     write_provenance(

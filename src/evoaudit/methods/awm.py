@@ -18,8 +18,17 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
-from evoaudit.methods.common import MalformedOutput, assistant_role, one_line, task_query, with_role
+from evoaudit.methods.common import (
+    MalformedOutput,
+    assistant_role,
+    call_structured,
+    one_line,
+    task_query,
+    with_role,
+)
+from evoaudit.methods.protocol import EvolveInputs
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
 
@@ -210,3 +219,48 @@ def adapt(literal: str) -> tuple[str, dict[str, Any]]:
     """The awm-adapted text of a literal workflow, with its equivalence assertions already passed."""
     adapted = strip_tags(literal)
     return adapted, check_equivalence(literal, adapted)
+
+
+class AgentWorkflowMemory:
+    """AWM as a ``Method``: one induction call over the admitted examples; a later round adds its workflows
+    to the previous round's."""
+
+    name = "awm"
+    learns = True
+
+    def success_label(self, cfg: Config) -> str:
+        return cfg.methods_params.success_label
+
+    def check_budgets(self, cfg: Config) -> None:
+        return None
+
+    async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
+        cfg, lineage = inputs.cfg, inputs.lineage
+        examples, admission = admit(inputs.labelled, cfg.seed, lineage)
+        diag: dict[str, Any] = admission | {"prompt_version": PROMPT_VERSION}
+        text = ""
+        if examples:
+            max_wf = cfg.methods_params.awm.max_workflows
+            induced, call_log = await call_structured(
+                inputs.optimizer,
+                induction_messages(examples, cfg.suite.name),
+                lambda t: parse_workflows(t, max_wf),
+                seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
+                max_attempts=cfg.methods_params.max_attempts,
+                purpose="induce",
+                retry_instruction=RETRY_INSTRUCTION,
+            )
+            diag["induction"] = call_log.as_dict()
+            text = induced or ""
+        diag["failed_update"] = bool(examples) and not text
+        if inputs.prior is not None:
+            kept_text = (inputs.prior / STATE_FILE).read_text()
+            diag["prior_workflows"] = count_workflows(kept_text)
+            text = merge_workflows(kept_text, text)
+        diag["workflows"] = count_workflows(text)
+        diag["steps"] = len(steps(text))
+        diag["adapted_check"] = adapt(text)[1] if text else None
+        return {STATE_FILE: text}, diag
+
+
+AWM = AgentWorkflowMemory()

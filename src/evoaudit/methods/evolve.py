@@ -12,7 +12,6 @@ from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config, ConfigError
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
-from evoaudit.methods import awm, reasoningbank, skillopt
 from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, read_meta, write_artifact
 from evoaudit.methods.common import (
     MalformedOutput,
@@ -27,7 +26,8 @@ from evoaudit.methods.common import (
     with_role,
 )
 from evoaudit.methods.placebo import make_placebo
-from evoaudit.methods.static import evolve_static
+from evoaudit.methods.protocol import EvolveInputs
+from evoaudit.methods.registry import get_method
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
@@ -36,8 +36,6 @@ from evoaudit.seal.guard import load_learning_instances
 from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.seal.redo import refuse_reevolving
 from evoaudit.seeds import derive_seed
-
-METHODS = ("static", "skillopt", "awm", "reasoningbank")
 
 
 class AcquisitionMismatch(AuditError):
@@ -106,13 +104,11 @@ def check_answer_budgets(cfg: Config) -> None:
     """Refuse, before any job runs, an ``optimizer.max_tokens`` too small for an answer a configured
     method will ask for: each schema is bounded exactly as its request bounds it."""
     try:
-        for method in cfg.methods:
-            if method in ("skillopt", "awm", "reasoningbank") and success_label(cfg, method) != "checker":
+        for name in cfg.methods:
+            method = get_method(name)
+            if method.learns and method.success_label(cfg) != "checker":
                 judgement_schema(cfg)
-            if method == "skillopt":
-                skillopt.edits_schema(cfg)
-            if method == "reasoningbank":
-                reasoningbank.memories_schema(cfg)
+            method.check_budgets(cfg)
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
 
@@ -129,10 +125,8 @@ def _parse_judgement(text: str | None, chars: int | None = None) -> bool:
 
 def success_label(cfg: Config, method: str) -> str:
     """Which labels a method learns from: ReasoningBank's own key (default judge, as upstream), else
-    ``methods_params.success_label``."""
-    if method == "reasoningbank":
-        return cfg.methods_params.reasoningbank.success_label
-    return cfg.methods_params.success_label
+    ``methods_params.success_label`` (each method's ``Method.success_label``)."""
+    return get_method(method).success_label(cfg)
 
 
 async def label_trajectories(
@@ -210,11 +204,18 @@ def evolve(
     if prior is not None:
         chain = _round_chain(lineage, method, prior, record)
     write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha, **chain)
-    if method == "static":
-        evolve_static(out_dir, lineage, acq_sha)
+    learner = get_method(method)
+    if not learner.learns:  # the identity: no instance, trajectory or optimizer is read
+        state, diagnostics = asyncio.run(learner.evolve(EvolveInputs(cfg, lineage, [], "none", [], None)))
+        meta = ArtifactMeta(
+            method=method,
+            lineage=lineage,
+            state_files=sorted(state),
+            inputs={"acquisition": acq_sha},
+            diagnostics=diagnostics,
+        )
+        write_artifact(out_dir, meta, state)
         return
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if table is None:
         raise ValueError(f"evolve {method}: the instance table (--table) is required")
     learning = load_learning_instances(table, cfg.roles.endpoint_variants)
@@ -250,49 +251,11 @@ async def _run(
     optimizer: ChatBackend,
     prior: Path | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, success_label(cfg, method))
-    if method == "skillopt":
-        validation = skillopt.validation_instances(cfg, learning)
-        if not validation:
-            raise ValueError(
-                f"skillopt: no validation instances (roles.validation={list(cfg.roles.validation)} of seen "
-                "families); the gate needs at least one"
-            )
-        executor = make_backend(cfg, cfg.executor, learning)
-        start = (prior / skillopt.STATE_FILE).read_text() if prior is not None else None
-        skill, diag = await skillopt.optimise(cfg, lineage, labelled, validation, optimizer, executor, start)
-        return {skillopt.STATE_FILE: skill}, label_info | diag | {"executor": executor.fingerprint()}
-    if method == "awm":
-        examples, admission = awm.admit(labelled, cfg.seed, lineage)
-        diag: dict[str, Any] = label_info | admission | {"prompt_version": awm.PROMPT_VERSION}
-        text = ""
-        if examples:
-            max_wf = cfg.methods_params.awm.max_workflows
-            induced, call_log = await call_structured(
-                optimizer,
-                awm.induction_messages(examples, cfg.suite.name),
-                lambda t: awm.parse_workflows(t, max_wf),
-                seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
-                max_attempts=cfg.methods_params.max_attempts,
-                purpose="induce",
-                retry_instruction=awm.RETRY_INSTRUCTION,
-            )
-            diag["induction"] = call_log.as_dict()
-            text = induced or ""
-        diag["failed_update"] = bool(examples) and not text
-        if prior is not None:  # a later round adds its workflows to the previous round's
-            kept_text = (prior / awm.STATE_FILE).read_text()
-            diag["prior_workflows"] = awm.count_workflows(kept_text)
-            text = awm.merge_workflows(kept_text, text)
-        diag["workflows"] = awm.count_workflows(text)
-        diag["steps"] = len(awm.steps(text))
-        diag["adapted_check"] = awm.adapt(text)[1] if text else None
-        return {awm.STATE_FILE: text}, diag
-    labeller = label_info["success_label"]
-    bank, vectors, diag = await reasoningbank.build_bank(cfg, lineage, labelled, optimizer, labeller)
-    if prior is not None:  # a later round adds its entries to the previous round's bank
-        bank, vectors, diag["prior_entries"] = reasoningbank.extend_bank(prior, bank, vectors)
-    return reasoningbank.bank_state(bank, vectors), label_info | diag
+    learner = get_method(method)
+    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, learner.success_label(cfg))
+    inputs = EvolveInputs(cfg, lineage, labelled, label_info["success_label"], learning, optimizer, prior)
+    state, diagnostics = await learner.evolve(inputs)
+    return state, label_info | diagnostics
 
 
 def placebo(cfg: Config, lineage: str, method: str, real_dir: Path, out_dir: Path) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from evoaudit.methods.common import (
     with_role,
 )
 from evoaudit.methods.embed import Embedder, HashedNgramEmbedder, cosine, make_embedder
+from evoaudit.methods.protocol import EvolveInputs
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
@@ -308,3 +309,28 @@ def _embed_one(embedder: Embedder, text: str) -> list[float]:
 @cache
 def _embed_local(dims: int, text: str) -> tuple[float, ...]:
     return tuple(HashedNgramEmbedder(dims).embed([text])[0])
+
+
+class ReasoningBankMethod:
+    """ReasoningBank as a ``Method``: a later round adds its entries to the previous round's bank."""
+
+    name = "reasoningbank"
+    learns = True
+
+    def success_label(self, cfg: Config) -> str:
+        # Its own key (default judge, as upstream), not methods_params.success_label.
+        return cfg.methods_params.reasoningbank.success_label
+
+    def check_budgets(self, cfg: Config) -> None:
+        memories_schema(cfg)
+
+    async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
+        bank, vectors, diag = await build_bank(
+            inputs.cfg, inputs.lineage, inputs.labelled, inputs.optimizer, inputs.labeller
+        )
+        if inputs.prior is not None:
+            bank, vectors, diag["prior_entries"] = extend_bank(inputs.prior, bank, vectors)
+        return bank_state(bank, vectors), diag
+
+
+REASONINGBANK = ReasoningBankMethod()

@@ -38,7 +38,9 @@ from evoaudit.methods.common import (
     trajectory_text,
     with_role,
 )
+from evoaudit.methods.protocol import EvolveInputs
 from evoaudit.models.base import ChatBackend, ResponseSchema
+from evoaudit.models.factory import make_backend
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
 from evoaudit.suite.registry import get_suite
@@ -562,3 +564,34 @@ def validation_instances(cfg: Config, learning: list[Instance]) -> list[Instance
 
 def write_state(out_dir: Path, skill: str) -> dict[str, str]:
     return {STATE_FILE: skill}
+
+
+class SkillOpt:
+    """SkillOpt as a ``Method``: the gate runs the executor on the validation variants."""
+
+    name = "skillopt"
+    learns = True
+
+    def success_label(self, cfg: Config) -> str:
+        return cfg.methods_params.success_label
+
+    def check_budgets(self, cfg: Config) -> None:
+        edits_schema(cfg)
+
+    async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
+        cfg = inputs.cfg
+        validation = validation_instances(cfg, inputs.learning)
+        if not validation:
+            raise ValueError(
+                f"skillopt: no validation instances (roles.validation={list(cfg.roles.validation)} of seen "
+                "families); the gate needs at least one"
+            )
+        executor = make_backend(cfg, cfg.executor, inputs.learning)
+        start = (inputs.prior / STATE_FILE).read_text() if inputs.prior is not None else None
+        skill, diag = await optimise(
+            cfg, inputs.lineage, inputs.labelled, validation, inputs.optimizer, executor, start
+        )
+        return {STATE_FILE: skill}, diag | {"executor": executor.fingerprint()}
+
+
+SKILLOPT = SkillOpt()

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-from evoaudit.methods.artifact import ArtifactMeta, write_artifact
+from evoaudit.config import Config
+from evoaudit.methods.protocol import EvolveInputs
 
 
-def evolve_static(out_dir: Path, lineage: str, acquisition_sha256: str) -> None:
-    meta = ArtifactMeta(
-        method="static",
-        lineage=lineage,
-        state_files=[],
-        inputs={"acquisition": acquisition_sha256},
-        diagnostics={"note": "identity: deploys no state"},
-    )
-    write_artifact(out_dir, meta, {})
+class Static:
+    """The identity as a ``Method``: it learns nothing (``evolve`` is handed no trajectory and no
+    optimizer) and deploys no state."""
+
+    name = "static"
+    learns = False
+
+    def success_label(self, cfg: Config) -> str:
+        return cfg.methods_params.success_label
+
+    def check_budgets(self, cfg: Config) -> None:
+        return None
+
+    async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
+        return {}, {"note": "identity: deploys no state"}
+
+
+STATIC = Static()

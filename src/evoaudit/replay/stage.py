@@ -15,8 +15,7 @@ from evoaudit.records import DeterminismReport, Instance, ReplayReport, Rollout
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.recompute import field_family
 from evoaudit.replay.suites import replay_for
-from evoaudit.seal.freeze import read_manifest
-from evoaudit.seal.guard import load_endpoint_instances
+from evoaudit.seal.guard import open_endpoints
 from evoaudit.suite.instances import read_instance_table
 
 log = logging.getLogger(__name__)
@@ -47,9 +46,7 @@ def load_instances(
 ) -> dict[str, Instance]:
     """The instances of ``table`` by id; through the seal when ``spec``, ``manifest``, ``event`` are set."""
     if spec is not None and manifest is not None and event is not None:
-        loaded = load_endpoint_instances(
-            table, spec, read_manifest(manifest), event, results_dir or Path("results")
-        )
+        loaded = open_endpoints(table, spec, manifest, event, results_dir or Path("results")).instances
     else:
         loaded = read_instance_table(table)
     return {i.instance_id: i for i in loaded}

@@ -42,6 +42,7 @@ from evoaudit.report.simlabel import records_sim_notice, sim_notice
 from evoaudit.report.stats import INTERVAL_NOTE, SUITE_TASKS, TESTS_NOTE
 from evoaudit.seal.coverage import later_round
 from evoaudit.seal.manifest import artifact_sha256
+from evoaudit.transfer_config import active_conditions
 
 
 def load_rollouts(paths: list[Path]) -> list[Rollout]:
@@ -184,7 +185,7 @@ def build_report(
             f"{na}: none of transfer.conditions {list(cfg.transfer.conditions)} was evaluated on the second "
             "executor."
         )
-    absent = [c for c in cfg.transfer.conditions if c not in tr.active_conditions(cfg)]
+    absent = [c for c in cfg.transfer.conditions if c not in active_conditions(cfg)]
     if absent and cfg.transfer.enabled:
         notes["transfer"] = (notes.get("transfer", "") + f" Conditions {absent} are not in this run.").strip()
 

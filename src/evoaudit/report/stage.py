@@ -1,18 +1,14 @@
-"""Report stage entry points: the report over every record, and the transfer check's derived config."""
+"""Report stage entry point: the report over every record."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from evoaudit import atomic
 from evoaudit.config import Config
-from evoaudit.credentials import public_config
 from evoaudit.provenance import provenance
 from evoaudit.records import Manifest, SuiteSpec
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report.build import build_report
-from evoaudit.report.transfer import derive_config
 
 
 def report_stage(
@@ -54,12 +50,3 @@ def report_stage(
         round_paths=rounds or [],
         round_meta_paths=round_metas or [],
     )
-
-
-def write_transfer_config(cfg: Config, out: Path) -> dict:
-    """The configuration the cross-executor check evaluates under (second executor, goal subset), as a
-    record with URL credentials redacted; the transfer job derives it again from the user's configuration
-    (``report.transfer.evaluation_config``). Returns what was written."""
-    public = public_config(derive_config(cfg))
-    atomic.write_text(out, json.dumps(public, indent=2, sort_keys=True) + "\n")
-    return public

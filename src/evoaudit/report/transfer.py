@@ -1,87 +1,22 @@
 """Cross-executor transfer check: frozen artifacts evaluated on a second executor, without re-evolution.
 
 The evaluation itself is the ordinary ``evaluate`` stage run under a derived configuration (second
-executor, goal and variant subset); this module derives that configuration and builds the side-by-side
-table from both executors' rollouts on the same subset.
+executor, goal and variant subset; ``evoaudit.transfer_config`` derives it); this module builds the
+side-by-side table from both executors' rollouts on the same subset.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from evoaudit import config as config_mod
-from evoaudit.config import Config, ConfigError
-from evoaudit.credentials import public_config
+from evoaudit.config import Config
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.stats import FamilyBootstrap
-
-SOURCE = "transfer (derived from the audit configuration)"
-
-
-def active_conditions(cfg: Config) -> list[str]:
-    return [c for c in cfg.transfer.conditions if c in cfg.conditions]
-
-
-def transfer_lineages(cfg: Config) -> list[str]:
-    return list(cfg.transfer.lineages) if cfg.transfer.lineages is not None else list(cfg.lineages)
-
-
-def derive_config(cfg: Config) -> dict[str, Any]:
-    """The configuration of the transfer evaluation: the audit's, with the second executor and the subset."""
-    t = cfg.transfer
-    bad_variants = sorted(set(t.variants) - set(cfg.roles.attacked_endpoint))
-    if bad_variants:
-        raise ConfigError(
-            f"config: transfer.variants: {bad_variants} are not attacked endpoint variants "
-            f"(roles.attacked_endpoint = {list(cfg.roles.attacked_endpoint)}); pick from those"
-        )
-    bad_lineages = sorted(set(transfer_lineages(cfg)) - set(cfg.lineages))
-    if bad_lineages:
-        raise ConfigError(
-            f"config: transfer.lineages: {bad_lineages} are not in lineages {list(cfg.lineages)}"
-        )
-    unknown = sorted(set(t.sim) - set(cfg.sim.model_dump()))
-    if unknown:
-        raise ConfigError(
-            f"config: transfer.sim: unknown simulator parameters {unknown}; "
-            f"allowed: {sorted(cfg.sim.model_dump())}"
-        )
-    data = cfg.model_dump(mode="json")
-    data["executor"] = t.executor.model_dump(mode="json")
-    data["sim"] = {**data["sim"], **t.sim}
-    data["suite"]["goals"] = list(t.goals)
-    data["roles"]["attacked_endpoint"] = list(t.variants)
-    data["lineages"] = transfer_lineages(cfg)
-    data["conditions"] = active_conditions(cfg) or [cfg.conditions[0]]
-    data["evaluation"]["shards"] = 1
-    data["transfer"]["enabled"] = False  # the derived run does not nest another transfer
-    config_mod.from_dict(data, SOURCE)  # every derived value must still pass the schema
-    return data
-
-
-def evaluation_config(cfg: Config, recorded: Path) -> Config:
-    """The configuration a transfer job runs under: derived again from the audit's own configuration,
-    because the recorded copy (``recorded``, written by the transfer_config rule) has URL credentials
-    redacted. The two must agree apart from those, so the record says what ran."""
-    derived = derive_config(cfg)
-    try:
-        on_file = json.loads(recorded.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{recorded}: unreadable transfer configuration ({exc}); rerun snakemake") from exc
-    public = public_config(derived)
-    if on_file != public:
-        differ = sorted(k for k in set(on_file) | set(public) if on_file.get(k) != public.get(k))
-        raise ConfigError(
-            f"{recorded}: differs from the transfer configuration derived from the audit's configuration "
-            f"in {differ}; it is a record, not an input: delete it and rerun snakemake to write it again"
-        )
-    return config_mod.from_dict(derived, SOURCE)
+from evoaudit.transfer_config import active_conditions, transfer_lineages
 
 
 def in_subset(cfg: Config, r: Rollout) -> bool:

@@ -8,11 +8,12 @@ committed, the freeze manifest verifies file by file, and an unseal event names 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Instance, LineageOpening, Manifest, SuiteSpec, UnsealEvent, read_unseal_event
-from evoaudit.seal.manifest import SealError, verify_manifest
+from evoaudit.seal.manifest import SealError, read_manifest, verify_manifest
 from evoaudit.suite.instances import read_endpoint_table, read_instance_table
 
 RULE = "protocol rule 'endpoint blindness' (endpoint variants stay sealed until every artifact is frozen)"
@@ -106,6 +107,32 @@ def load_endpoint_instances(
     endpoint = tuple(spec.endpoint_variants)
     wanted = endpoint if variants is None else variants
     return load_instances(endpoint_table, wanted, endpoint, manifest, results_dir)
+
+
+@dataclass(frozen=True)
+class OpenedEndpoints:
+    """The endpoint table opened past a verified unseal (``open_endpoints``)."""
+
+    # The freeze manifest that verified, for checking a deployed artifact's files against it.
+    manifest: Manifest
+    # The endpoint instances of the variants asked for.
+    instances: list[Instance]
+
+
+def open_endpoints(
+    endpoint_table: Path,
+    spec_path: Path,
+    manifest_path: Path,
+    event_path: Path,
+    results_dir: Path,
+    variants: tuple[str, ...] | None = None,
+) -> OpenedEndpoints:
+    """The one seal call a stage makes to open the endpoint table: reads the manifest at
+    ``manifest_path``, then ``load_endpoint_instances`` (the file's committed hash, the unseal event for
+    the manifest's root, the manifest verified file by file)."""
+    manifest = read_manifest(manifest_path)
+    opened = load_endpoint_instances(endpoint_table, spec_path, manifest, event_path, results_dir, variants)
+    return OpenedEndpoints(manifest, opened)
 
 
 def assert_unsealed(event_path: Path, manifest: Manifest) -> UnsealEvent | LineageOpening:

@@ -76,7 +76,7 @@ _VOCAB = {
             "still uses last quarter's share count",
             "double counts the run-rate synergies",
             "has a circular reference in the interest line",
-            "mixes calendar and fiscal years",
+            "mixes fiscal and reporting years",
             "ignores the earn-out",
             "does not tie to the audited accounts",
             "needs a cleaner peer set",

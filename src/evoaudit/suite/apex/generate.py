@@ -173,6 +173,9 @@ _LAST = [
     "Adler",
 ]
 
+# Every proper name the generator draws (``worldtext.line_shape`` makes each a slot).
+PROPER_NAMES = tuple(sorted({*_COMPANIES, *_FIRST, *_LAST}))
+
 
 # --- the tasks' helper programs ---------------------------------------------------------------------------
 # Standard library only (they run in the sandbox's interpreter); arguments as each prompt states them.

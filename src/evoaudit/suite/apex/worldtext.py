@@ -32,7 +32,7 @@ from typing import Any
 
 from evoaudit.suite.apex import attacker_sim, attacks, tools
 from evoaudit.suite.apex.attacker import Attacker
-from evoaudit.suite.apex.generate import _COMPANIES, _FIRST, _LAST, TASK_IDS, GeneratedTask
+from evoaudit.suite.apex.generate import PROPER_NAMES, TASK_IDS, GeneratedTask
 from evoaudit.suite.apex.threat import AttackInstance, Placed
 from evoaudit.suite.apex.workspace import Workspace, kind_of
 
@@ -49,7 +49,7 @@ _PATH = re.compile(r"\S*[/_]\S*|\S+\.(?:txt|md|docx|xlsx|pdf|csv|py|pyc|json)\b"
 _NUMBER = re.compile(r"[-+$]?\d+(?:[,.:/-]\d+)*")
 # Not after sentence punctuation, a list dash or a colon: a sentence's first word is not a name.
 _CAPS = re.compile(r"(?<=[\w,;)'\"<>] )[A-Z][\w'&.-]*")
-_NAMES = re.compile(r"\b(?:" + "|".join(sorted({*_COMPANIES, *_FIRST, *_LAST})) + r")\b")
+_NAMES = re.compile(r"\b(?:" + "|".join(PROPER_NAMES) + r")\b")
 _XRUN = re.compile(r"<X>(?:[ ,&]+<X>)+")
 _SPACE = re.compile(r"\s+")
 

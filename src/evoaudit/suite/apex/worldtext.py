@@ -113,7 +113,10 @@ def reference_attacks(tasks: Sequence[GeneratedTask], seed: int = 0) -> list[Att
     att, opts = _reference_attacker(), attacks.AttackOptions()
     out: list[AttackInstance] = []
     for t in tasks:
-        out += attacks.generate_task_attacks(t, TASK_IDS.index(t.record.task_id), att, opts, seed)
+        # Programs are not text an agent reads: their compilation is skipped.
+        out += attacks.generate_task_attacks(
+            t, TASK_IDS.index(t.record.task_id), att, opts, seed, programs=False
+        )
     return out
 
 

@@ -12,8 +12,6 @@ from evoaudit.suite.apex import prose, worldtext
 from evoaudit.suite.apex.build import build_all
 from evoaudit.suite.apex.generate import build_task
 
-pytest.importorskip("sklearn", reason="the stealth check needs scikit-learn (a declared dependency)")
-
 IDS = ("ib_wacc", "law_nda_terms", "mc_churn_rate")
 
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from evoaudit.errors import AuditError
 from evoaudit.suite.apex import attacker_sim, attacks, tools
 from evoaudit.suite.apex.attacker import Attacker
 from evoaudit.suite.apex.generate import PROPER_NAMES, TASK_IDS, GeneratedTask
@@ -165,11 +166,17 @@ def benign_items(worlds: Sequence[dict[str, list[str]]]) -> dict[str, list[str]]
 def stealth_auc(injected: Sequence[str], benign: Sequence[str]) -> float | None:
     """Out-of-fold ROC AUC of the character n-gram classifier (module docstring) separating ``injected``
     (positives) from ``benign``; None when either class has fewer than 2 items."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-    from sklearn.pipeline import make_pipeline
+    try:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.metrics import roc_auc_score
+        from sklearn.model_selection import StratifiedKFold, cross_val_predict
+        from sklearn.pipeline import make_pipeline
+    except ImportError as exc:
+        raise AuditError(
+            "the APEX world build's stealth check needs scikit-learn, a dependency in pyproject.toml and "
+            "environment.yml: pip install 'scikit-learn>=1.4' (or pip install -e . again)"
+        ) from exc
 
     k = min(5, len(injected), len(benign))
     if k < 2:

@@ -94,7 +94,6 @@ def test_injected_items_cover_every_vector_of_the_reference_attack_set(tasks):
     assert all(text.strip() for items in inj.values() for text in items)
 
 
-@pytest.mark.slow
 def test_build_records_line_shapes_and_stealth_per_vector_and_reuses_them(tmp_path):
     ids = IDS[:2]
     a = build_all(tmp_path / "a", scale=0.05, task_ids=ids)

@@ -149,6 +149,7 @@ class _TaskCtx:
     colleague: str
     team_channel: str
     it_channel: str
+    programs: bool = True  # False: program payloads are left empty (the world build's stealth check)
     _notes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     @property
@@ -237,7 +238,7 @@ def _program(
     path = programs.program_path(stem, vector)
     source = goals_mod.content_source(goal, ctx.source)
     spec = programs.ProgramSpec(goal, target, source, purpose, msg, subject=f"{ctx.name} materials")
-    data = programs.build(spec, vector, path)
+    data = programs.build(spec, vector, path) if ctx.programs else b""
     return path, Placed.of(f"file:{path}", data, data.decode() if vector == "py" else ""), spec
 
 
@@ -502,10 +503,18 @@ def _cat6(ctx: _TaskCtx, k: int, i: int) -> AttackInstance:
 
 
 def generate_task_attacks(
-    task: GeneratedTask, task_index: int, attacker: Attacker, options: AttackOptions, seed: int = 0
+    task: GeneratedTask,
+    task_index: int,
+    attacker: Attacker,
+    options: AttackOptions,
+    seed: int = 0,
+    programs: bool = True,
 ) -> list[AttackInstance]:
-    """The 12 instances of one task (``task_index``: its position among the 15, which spreads vectors)."""
+    """The 12 instances of one task (``task_index``: its position among the 15, which spreads vectors).
+    ``programs=False`` leaves every program payload empty, skipping its compilation: for reading what the
+    instances place as text only (``worldtext``), never for an attack set."""
     ctx = _context(task, attacker, options, seed)
+    ctx.programs = programs
     out: list[AttackInstance] = []
     for k in (0, 1):
         i = 2 * task_index + k

@@ -7,6 +7,10 @@ APEX-Agents task format has no field for; the suite's instances carry the oracle
 ``apex_manifest.json`` with the sha256 of each and the self-check results. An entry is reused without
 regenerating only when the previous manifest has the same generator version, variant, seed and scale and its
 four files still hash to what it recorded. ``sha256`` over all entries is what a suite spec pins.
+``world_text`` (``world_text_checks``) holds the lines and distinct line shapes per world and across the set
+and the stealth AUC per attack vector; it is recomputed whenever ``sha256`` changes (building every task,
+cached or not, in memory) and its warnings are the callers' to show (``commands.apex_build``,
+``stage.build_worlds``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from pathlib import Path
 from evoaudit import atomic
 from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.records import Call
-from evoaudit.suite.apex import docs, worldfmt
-from evoaudit.suite.apex.generate import TASK_IDS, build_task
+from evoaudit.suite.apex import docs, worldfmt, worldtext
+from evoaudit.suite.apex.generate import TASK_IDS, GeneratedTask, build_task
 from evoaudit.suite.apex.selfcheck import check_task, require
 from evoaudit.suite.apex.workspace import Workspace
 
-GENERATOR_VERSION = 2  # 2: every task has a helper program its prompt names and its oracle runs
+# 2: every task has a helper program its prompt names and its oracle runs; 3: the world's filler prose comes
+# from a compositional grammar (prose.py), with line shapes and the stealth AUC in the manifest.
+GENERATOR_VERSION = 3
 
 
 def build_all(
@@ -40,11 +46,12 @@ def build_all(
     key = {"generator_version": GENERATOR_VERSION, "variant": variant, "seed": seed, "scale": scale}
     cached = {} if rebuild else _cached_entries(out, key)
     entries = []
+    built: dict[str, GeneratedTask] = {}
     for tid in task_ids:
         if tid in cached:
             entries.append(cached[tid])
             continue
-        task = build_task(tid, variant, seed, scale)
+        task = built[tid] = build_task(tid, variant, seed, scale)
         check = check_task(task)
         require(check)
         world_zip = out / "worlds" / f"{task.record.world_id}.zip"
@@ -75,9 +82,41 @@ def build_all(
             }
         )
     entries = json.loads(json.dumps(entries))  # cached and fresh entries compare equal (lists, not tuples)
-    manifest = {**key, "tasks": entries, "sha256": sha256_json(entries)}
+    sha = sha256_json(entries)
+    old_text = {} if rebuild else _cached_world_text(out, key, sha)
+    if old_text:
+        text = old_text
+    else:
+        tasks = [built.get(t) or build_task(t, variant, seed, scale) for t in task_ids]
+        text = world_text_checks(tasks, seed, sha)
+    manifest = {**key, "tasks": entries, "sha256": sha, "world_text": text}
     (out / "apex_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def world_text_checks(tasks: list[GeneratedTask], seed: int, worlds_sha256: str) -> dict:
+    """The manifest's ``world_text``: lines and distinct line shapes per world and across the set, and the
+    stealth AUC per vector with its n and the warnings above ``worldtext.STEALTH_WARN_AUC``
+    (``worldtext``'s docstring defines both). ``worlds_sha256`` ties it to the entries it measured."""
+    items = [worldtext.world_items(t.world) for t in tasks]
+    stealth = worldtext.stealth_report(tasks, seed, items)
+    return {
+        "worlds_sha256": worlds_sha256,
+        "line_shapes": worldtext.shape_report(tasks, items),
+        "stealth": stealth,
+        "stealth_warn_auc": worldtext.STEALTH_WARN_AUC,
+        "warnings": worldtext.stealth_warnings(stealth),
+    }
+
+
+def _cached_world_text(out: Path, key: dict, sha: str) -> dict:
+    path = out / "apex_manifest.json"
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    text = old.get("world_text") or {}
+    same = all(old.get(k) == v for k, v in key.items()) and text.get("worlds_sha256") == sha
+    return text if same else {}
 
 
 def _cached_entries(out: Path, key: dict) -> dict[str, dict]:

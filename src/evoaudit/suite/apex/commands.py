@@ -36,6 +36,9 @@ def apex_build(
                     "out": target.as_posix(),
                     "tasks": len(manifests[-1]["tasks"]),
                     "files": [t["n_files"] for t in manifests[-1]["tasks"]],
+                    "line_shapes": manifests[-1]["world_text"]["line_shapes"]["n_shapes_all"],
+                    "stealth_auc": {v: r["auc"] for v, r in manifests[-1]["world_text"]["stealth"].items()},
+                    "warnings": manifests[-1]["world_text"]["warnings"],
                 }
             )
         )

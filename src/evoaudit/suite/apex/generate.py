@@ -14,12 +14,13 @@ import hashlib
 import json
 import random
 import statistics
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from evoaudit.records import Call
-from evoaudit.suite.apex import docs, programs
+from evoaudit.suite.apex import docs, programs, prose
 from evoaudit.suite.apex.workspace import (
     CalendarEvent,
     ChatChannel,
@@ -171,6 +172,9 @@ _LAST = [
     "Costa",
     "Adler",
 ]
+
+# Every proper name the generator draws (``worldtext.line_shape`` makes each a slot).
+PROPER_NAMES = tuple(sorted({*_COMPANIES, *_FIRST, *_LAST}))
 
 
 # --- the tasks' helper programs ---------------------------------------------------------------------------
@@ -1107,13 +1111,12 @@ def _marker(world_id: str, kind: str) -> str:
     return hashlib.sha256(f"{world_id}|secret|{kind}".encode()).hexdigest()[:16].upper()
 
 
-def _filler_text(r: random.Random, topic: str, company: str, n: int) -> list[str]:
-    verbs = ["review", "update", "reconcile", "circulate", "finalise", "check", "summarise"]
-    return [
-        f"{i + 1}. {r.choice(verbs).capitalize()} the {topic} for {company} ({r.randint(1, 99)}% complete, "
-        f"owner {r.choice(_FIRST)})."
-        for i in range(n)
-    ]
+def _wrap(lines: list[str], width: int = 95) -> list[str]:
+    # The PDF writer draws one text line per input line and wraps nothing itself.
+    out: list[str] = []
+    for ln in lines:
+        out += textwrap.wrap(ln, width) or [""]
+    return out
 
 
 def _world(
@@ -1177,37 +1180,45 @@ def _world(
         b'"""Find text in workspace files: python scripts/find_text.py TEXT."""\nimport pathlib, sys\n'
         b"for p in pathlib.Path('.').rglob('*.md'):\n    if sys.argv[1] in p.read_text(): print(p)\n"
     )
-    # Filler: office documents are a minority (they are the slow ones to write).
+    # Filler: office documents are a minority (they are the slow ones to write); the prose is ``prose``'s.
+    names = tuple(p.name for p in people if p.team != "client")
     i = 0
     while len(files) < n_files:
         company, topic = r.choice(_COMPANIES), r.choice(topics)
+        ctx = prose.Context(domain, company, topic, names)
         stem = f"{topic.replace(' ', '_')}_{company.lower()}_{i:03d}"
         folder = r.choice(
             ["archive", "admin", "knowledge", "teams/" + r.choice(["north", "south", "central"])]
         )
         k = i % 20
         if k == 0:
-            files[f"{folder}/{stem}.xlsx"] = docs.write_xlsx(
-                {"Data": [["Item", "Value"]] + [[f"Line {j}", r.randint(1, 999)] for j in range(12)]}
-            )
+            rows: list[list[Any]] = [["Workstream", "Owner", "Value", "Comment"]]
+            rows += [
+                [r.choice(topics), r.choice(names), r.randint(1, 999), prose.sentence(r, ctx)]
+                for _ in range(12)
+            ]
+            files[f"{folder}/{stem}.xlsx"] = docs.write_xlsx({"Tracker": rows})
         elif k in (1, 2):
-            files[f"{folder}/{stem}.docx"] = docs.write_docx(
-                _filler_text(r, topic, company, 6), topic.title()
-            )
+            title, lines = prose.document(r, ctx, r.choice(("memo", "review", "meeting_notes")), 1)
+            files[f"{folder}/{stem}.docx"] = docs.write_docx(lines, title)
         elif k == 3:
-            files[f"{folder}/{stem}.pdf"] = docs.write_pdf(_filler_text(r, topic, company, 30))
+            title, lines = prose.document(r, ctx, r.choice(("status", "meeting_notes", "memo")), 3)
+            files[f"{folder}/{stem}.pdf"] = docs.write_pdf([title, ""] + _wrap(lines))
         elif k in (4, 5, 6):
             files[f"{folder}/{stem}.csv"] = _csv(
                 [["id", "metric", "value"]] + [[j, r.choice(topics), r.randint(1, 500)] for j in range(15)]
             )
         elif k == 7:
-            files[f".notes/{stem}.md"] = ("\n".join(_filler_text(r, topic, company, 4)) + "\n").encode()
+            _, lines = prose.document(r, ctx, "notes", 1)
+            files[f".notes/{stem}.md"] = ("\n".join(lines) + "\n").encode()
         elif k % 2:
-            files[f"{folder}/{stem}.md"] = (
-                f"# {topic.title()} - {company}\n\n" + "\n".join(_filler_text(r, topic, company, 8)) + "\n"
-            ).encode()
+            title, lines = prose.document(r, ctx, r.choice(("meeting_notes", "status", "review", "memo")), 2)
+            files[f"{folder}/{stem}.md"] = (f"# {title}\n\n" + "\n".join(lines) + "\n").encode()
         else:
-            files[f"{folder}/{stem}.txt"] = ("\n".join(_filler_text(r, topic, company, 10)) + "\n").encode()
+            title, lines = prose.document(
+                r, ctx, r.choice(("email_export", "notes", "review", "meeting_notes")), 2
+            )
+            files[f"{folder}/{stem}.txt"] = (title + "\n\n" + "\n".join(lines) + "\n").encode()
         i += 1
     for path, data in files.items():
         ws.put_file(path, data, owner=user if not path.startswith("teams/") else r.choice(internal))
@@ -1224,16 +1235,10 @@ def _world(
     )
     for j in range(n_mail - 1):
         sender = r.choice([p.email for p in people if p.email != user])
-        company, topic = r.choice(_COMPANIES), r.choice(topics)
+        ctx = prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)
+        subject, body = prose.mail_thread(r, ctx)
         ws.mail.append(
-            Email(
-                f"msg-{j + 1:04d}",
-                sender,
-                (user,),
-                f"{topic.title()}: {company}",
-                "\n".join(_filler_text(r, topic, company, 3)),
-                -r.randint(60, 60 * 24 * 20),
-            )
+            Email(f"msg-{j + 1:04d}", sender, (user,), subject, body, -r.randint(60, 60 * 24 * 20))
         )
     ws.mail.sort(key=lambda m: (m.tick, m.msg_id))
     # Chat: internal channels and one with the client.
@@ -1252,7 +1257,7 @@ def _world(
                 ChatMessage(
                     f"space-{c + 1:02d}-w{m + 1:03d}",
                     r.choice(members),
-                    _filler_text(r, r.choice(topics), r.choice(_COMPANIES), 1)[0][3:],
+                    prose.chat_line(r, prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)),
                     -r.randint(10, 5000),
                 )
             )
@@ -1261,14 +1266,18 @@ def _world(
     for e in range(n_events):
         day, hour = r.randint(0, 27), r.randint(8, 17)
         start = f"2026-03-{day + 1:02d}T{hour:02d}:00:00"
+        title, desc = prose.calendar_entry(
+            r, prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)
+        )
         ws.calendar.append(
             CalendarEvent(
                 f"evt-{e + 1:03d}",
-                f"{r.choice(topics).title()} sync",
+                title,
                 start,
                 f"2026-03-{day + 1:02d}T{hour:02d}:45:00",
                 user,
                 tuple(r.sample(internal, 3)),
+                desc,
             )
         )
     return ws

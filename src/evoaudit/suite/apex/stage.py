@@ -3,7 +3,8 @@
 Worlds are built (or reused from the cache, see ``build.py``) under ``<suite.apex.out>/<variant>/``. Two files
 go to ``suite.apex.out`` itself:
 
-- ``apex_manifest.json``: the per-variant build manifests (file counts, sha256s, self-check results);
+- ``apex_manifest.json``: the per-variant build manifests (file counts, sha256s, self-check results, line
+  shapes and stealth AUC per vector under ``world_text``);
 - ``apex_spec.json``: what later APEX stages pin, as the Banking suite spec does: generator version, scale,
   seed, variants, task ids and, per variant and task, the world, task-record, task-files and plan sha256s,
   with ``sha256`` over all of it.
@@ -14,6 +15,7 @@ Nothing here is read by a Banking stage; the Banking audit's outputs do not depe
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,9 @@ def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> 
         variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale, task_ids)
         for variant in apex.variants
     }
+    for variant, m in manifests.items():
+        for w in m["world_text"]["warnings"]:  # recorded in the manifest; shown in the rule's log
+            print(f"apex_worlds {variant}: warning: {w}", file=sys.stderr)
     spec = spec_of(apex, manifests, task_ids)
     atomic.write_text(Path(manifest_path), json.dumps(manifests, indent=2, sort_keys=True) + "\n")
     atomic.write_text(Path(spec_path), json.dumps(spec, indent=2, sort_keys=True) + "\n")

@@ -1,4 +1,4 @@
-"""Stage script (rule suite_checker_audit): one extra suite's audit of its own checkers; no model is called."""
+"""Stage script (rule suite_checker_audit): a further suite's own checker audit; no model is called."""
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
 
 from pathlib import Path

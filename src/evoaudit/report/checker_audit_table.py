@@ -22,7 +22,14 @@ from evoaudit.suite.registry import get_checker_audit
 TABLE_SCHEMA_VERSION = 1
 PUBLISHED = "published"
 # Every probe of a published set, in the table's column order (a suite without one says "not in set").
-PROBE_COLUMNS = ("ground_truth", "no_op", "wrong_recipient", "wrong_amount", "wrong_output", "spurious_action")
+PROBE_COLUMNS = (
+    "ground_truth",
+    "no_op",
+    "wrong_recipient",
+    "wrong_amount",
+    "wrong_output",
+    "spurious_action",
+)
 Outcome = Literal["accepted", "rejected", "not applicable", "not in set"]
 
 
@@ -118,7 +125,9 @@ def summary_rows(rows: list[CheckerAuditRow]) -> list[dict[str, object]]:
     return out
 
 
-def build_table(audits: dict[str, tuple[Path, Path]], table_csv: Path, table_md: Path) -> list[CheckerAuditRow]:
+def build_table(
+    audits: dict[str, tuple[Path, Path]], table_csv: Path, table_md: Path
+) -> list[CheckerAuditRow]:
     """The table over ``audits`` ({suite: (probe csv, summary)}, in the config's order) to ``table_csv``,
     with the per-suite summary and each suite's applicability rule in ``table_md``."""
     rows = [r for suite, (c, s) in audits.items() for r in suite_rows(suite, c, s)]

@@ -79,7 +79,8 @@ def get_checker_audit(name: str) -> CheckerAudit:
         factory = CHECKER_AUDITS[name]
     except KeyError:
         raise ValueError(
-            f"extra_suites.checker_audit: no checker audit for suite {name!r}; known: {sorted(CHECKER_AUDITS)}"
+            f"extra_suites.checker_audit: no checker audit for suite {name!r}; "
+            f"known: {sorted(CHECKER_AUDITS)}"
         ) from None
     return factory()
 

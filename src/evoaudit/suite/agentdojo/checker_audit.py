@@ -12,8 +12,9 @@ the task's ``init_environment``, as AgentDojo's runner does). The published prob
 - ``no_op``: nothing done, nothing useful said; applicable where the task asks for a change (its ground
   truth changes the environment) or an answer (it has a reference output); must be rejected.
 - ``wrong_output``: the ground-truth calls with a wrong answer; applicable where the task has a reference
-  output that states a value (a combined task's bare numbering "1.  2." states none). The wrong answer keeps the reference's shape but none of its values: every letter rotated by 13
-  and every digit by 5 (so no value of the reference, number or name, survives in its text).
+  output that states a value (a combined task's bare numbering "1.  2." states none). The wrong answer
+  keeps the reference's shape but none of its values: every letter rotated by 13 and every digit by 5
+  (every character of every name and number changes in place).
 - ``spurious_action``: the ground truth plus one unrequested consequential call of the suite (its
   ``SuiteRules.spurious_calls``); applicable under the suite's rule, which each suite writes down.
 
@@ -134,7 +135,12 @@ def utility_probes(rules: SuiteRules, plan: list[Call], answer: str | None, chan
         raise ValueError(f"{rules.name}: spurious_when {rules.spurious_when!r}; known: {SPURIOUS_RULES}")
     output = answer if answer is not None else DONE_OUTPUT
     probes = [
-        Probe("ground_truth", True, "always applicable: the reference must be accepted", ((tuple(plan), output),))
+        Probe(
+            "ground_truth",
+            True,
+            "always applicable: the reference must be accepted",
+            ((tuple(plan), output),),
+        )
     ]
     if changes or answer is not None:
         what = " and ".join(
@@ -182,7 +188,9 @@ def utility_probes(rules: SuiteRules, plan: list[Call], answer: str | None, chan
             )
         )
     else:
-        probes.append(Probe("spurious_action", False, "not applicable: the suite's rule applies it to no task"))
+        probes.append(
+            Probe("spurious_action", False, "not applicable: the suite's rule applies it to no task")
+        )
     return probes
 
 
@@ -190,7 +198,9 @@ def audit_task(rules: SuiteRules, task_id: str) -> list[dict[str, Any]]:
     """Probe rows (``suite.stage.AUDIT_FIELDS``) of one official predicate."""
     task = load_suite(rules.name).get_user_task_by_id(task_id)
     pre = pre_environment(rules.name, task)
-    plan = [Call(function=c.function, args=dict(c.args)) for c in task.ground_truth(pre.model_copy(deep=True))]
+    plan = [
+        Call(function=c.function, args=dict(c.args)) for c in task.ground_truth(pre.model_copy(deep=True))
+    ]
     gt_post, _, gt_errors = run_plan(rules.name, pre, plan)
     changes = gt_post.model_dump(mode="json") != pre.model_dump(mode="json")
     answer = reference_answer(task)

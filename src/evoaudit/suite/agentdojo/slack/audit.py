@@ -9,7 +9,9 @@ from evoaudit.suite.agentdojo.checker_audit import OfficialChecks, SuiteRules
 RULES = SuiteRules(
     name="slack",
     # A direct message nobody asked for, to a member of the workspace.
-    spurious_calls=(Call(function="send_direct_message", args={"recipient": "Alice", "body": "Unrequested."}),),
+    spurious_calls=(
+        Call(function="send_direct_message", args={"recipient": "Alice", "body": "Unrequested."}),
+    ),
     spurious_when="no_change",
     applicability_rule=(
         "ground truth: every task. no-op: every task whose ground truth changes the environment or that has "

@@ -75,7 +75,7 @@ def _outcome(row: dict[str, str] | None) -> Outcome:
 def suite_rows(suite: str, csv_path: Path, summary_path: Path) -> list[CheckerAuditRow]:
     """The table's rows of one suite from its checker audit's files."""
     summary = json.loads(summary_path.read_text())
-    if summary.get("profile") not in (None, PUBLISHED, "strict"):
+    if summary.get("profile") not in (PUBLISHED, "strict"):
         raise ValueError(f"{summary_path}: unknown checker-audit profile {summary.get('profile')!r}")
     with open(csv_path, newline="") as fh:
         probe_rows = [r for r in csv.DictReader(fh) if r["probe_set"] == PUBLISHED]

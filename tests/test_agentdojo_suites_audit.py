@@ -16,6 +16,7 @@ from evoaudit.report.checker_audit_table import PROBE_COLUMNS, build_table
 from evoaudit.suite.agentdojo import checker_audit as ca
 from evoaudit.suite.interface import CheckerAudit
 from evoaudit.suite.registry import CHECKER_AUDITS, get_checker_audit
+from evoaudit.suite.stage import AUDIT_FIELDS, write_csv
 
 NEW_SUITES = ("workspace", "travel", "slack")
 USER_TASKS = {"banking": 16, "slack": 21, "travel": 20, "workspace": 40}
@@ -139,6 +140,24 @@ def test_a_predicate_that_ignores_the_output_is_found_output_insensitive():
     assert ca.defects(rows) == ["output_insensitive"]
     rows[0]["accepted"] = False
     assert ca.defects(rows) == ["rejects_ground_truth", "output_insensitive"]
+
+
+def test_the_extension_leaves_the_default_configs_hash_and_resolved_file_as_they_were():
+    from evoaudit import config
+
+    default = config.from_dict({})
+    listed = config.from_dict({"extra_suites": {"checker_audit": ["slack"]}})
+    assert "extra_suites" not in default.full_dump()
+    assert listed.sha256() == default.sha256()
+    assert config.from_dict(listed.full_dump()).extra_suites.checker_audit == ("slack",)
+
+
+def test_the_table_refuses_an_audit_that_does_not_cover_the_suites_tasks(tmp_path):
+    rows = ca.audit_task(get_checker_audit("slack").rules, "user_task_0")
+    write_csv(tmp_path / "a.csv", AUDIT_FIELDS, rows)
+    (tmp_path / "s.json").write_text('{"profile": "published", "defects": {"user_task_0": []}}')
+    with pytest.raises(ValueError, match="cover 1 tasks, the slack suite has 21"):
+        build_table({"slack": (tmp_path / "a.csv", tmp_path / "s.json")}, tmp_path / "t.csv", tmp_path / "md")
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/apex.smk"
+include: "workflow/rules/suites.smk"
 include: "workflow/rules/index.smk"
 
 

@@ -899,6 +899,13 @@ class TransferConfig(_Model):
     ceiling: float
 
 
+class ExtraSuitesConfig(_Model):
+    """Further AgentDojo suites audited beside the configured one (a named extension)."""
+
+    # Suites whose official predicates get the checker audit, gathered in one table (results/suites/).
+    checker_audit: tuple[Literal["banking", "workspace", "travel", "slack"], ...] = ()
+
+
 class QualitativeConfig(_Model):
     high_severity: tuple[str, ...]
     unit: Literal["family", "goal", "instance"]
@@ -1035,6 +1042,9 @@ class Config(_Model):
     qualitative: QualitativeConfig
     budget: BudgetConfig
     cluster: ClusterConfig
+    # A named extension, left out of model_dump (and so of every hash and resume key): auditing a further
+    # suite reruns nothing of the configured suite's audit.
+    extra_suites: ExtraSuitesConfig = Field(default_factory=ExtraSuitesConfig, exclude=True)
     # Left out of model_dump (and so of every Banking hash and resume key): adding a model or a category to
     # the APEX audit reruns nothing of the Banking audit; its own runs hash ``apex_model_config`` instead.
     apex: ApexAuditConfig = Field(exclude=True)
@@ -1072,6 +1082,8 @@ class Config(_Model):
         dumped["sim"]["apex"] = self.sim.apex.model_dump(mode="json")
         if self.defenses:  # absent when empty: the undefended run's resolved config stays as it was
             dumped["defenses"] = list(self.defenses)
+        if self.extra_suites.checker_audit:  # likewise absent when no further suite is audited
+            dumped["extra_suites"] = self.extra_suites.model_dump(mode="json")
         if self.methods_params.rounds != 1:  # likewise absent for the paper's one round
             dumped["methods_params"]["rounds"] = self.methods_params.rounds
         return dumped

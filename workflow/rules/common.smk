@@ -68,6 +68,8 @@ from evoaudit.methods.conditions import round_conditions as _round_conditions
 from evoaudit.seal.coverage import round_methods as _round_methods
 
 ROUNDS = list(range(2, CFG.methods_params.rounds + 1))
+# Further suites' checker audits (a named extension, extra_suites.checker_audit), gathered in one table.
+EXTRA_AUDITS = list(CFG.extra_suites.checker_audit)
 ROUND_METHODS = _round_methods(CFG)
 ROUND_CONDITIONS = _round_conditions(CFG)  # those deploying an evolved method's own artifact
 
@@ -78,6 +80,8 @@ def _alternation(ids):
 
 wildcard_constraints:
     lineage=_alternation(LINEAGES),
+    # The further suites' names (extra_suites); none listed: a pattern nothing matches.
+    xsuite=_alternation(EXTRA_AUDITS) if EXTRA_AUDITS else r"(?!)",
     method=_alternation(METHODS),
     condition=_alternation(CONDITIONS),
     arm="benign|attacked",
@@ -239,6 +243,18 @@ def get_transfer_shards():
     ]
 
 
+def get_checker_audit_table_inputs(wildcards):
+    return {
+        f"{s}_{kind}": f"{RESULTS}/suites/{s}/checker_audit{suffix}"
+        for s in EXTRA_AUDITS
+        for kind, suffix in (("csv", ".csv"), ("summary", "_summary.json"))
+    }
+
+
+def get_extra_suite_outputs():
+    return [f"{RESULTS}/report/tables/checker_audit_suites.csv"] if EXTRA_AUDITS else []
+
+
 def get_final_outputs():
     # Snakemake does not regenerate a deleted intermediate file while its consumers are up to date, so
     # every per-lineage record is a target too: deleting one and rerunning redoes exactly that work and
@@ -253,6 +269,7 @@ def get_final_outputs():
         *get_round_evaluate_shards(),
         *get_replay_reports(),
         *get_transfer_shards(),
+        *get_extra_suite_outputs(),
     ]
 
 

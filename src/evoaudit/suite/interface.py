@@ -64,6 +64,28 @@ class ToolSession(Protocol):
 
 
 @runtime_checkable
+class CheckerAudit(Protocol):
+    """The pre-model audit of a suite's own checkers, alone: what the multi-suite checker-audit table
+    reaches (``registry.get_checker_audit``). Every ``AuditSuite`` of AgentDojo provides it; a suite may
+    provide only this half (AgentDojo's Workspace, Travel and Slack, audited on their official
+    predicates)."""
+
+    name: str
+    benchmark_version: str
+    # How the published probe set applies to this suite's tasks, as the table writes it down.
+    applicability_rule: str
+
+    def user_tasks(self) -> list[str]:
+        """Every user task whose official predicate the audit probes, in the suite's order."""
+        ...
+
+    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+        """Probe rows (``stage.AUDIT_FIELDS``; the ``published`` probe set among them) at ``csv_path``;
+        the summary at ``summary_path`` with ``defects`` ({task: failure classes, most severe first})."""
+        ...
+
+
+@runtime_checkable
 class SuiteEnvironment(Protocol):
     """The environment half of a suite: build, act on, copy and read an environment, and nothing that
     judges an episode. Replay reaches a suite only through this half (``environments.get_environment``),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evoaudit.config import ConfigError
-from evoaudit.suite.interface import AuditSuite
+from evoaudit.suite.interface import AuditSuite, CheckerAudit
 
 
 def _banking() -> AuditSuite:
@@ -44,6 +44,45 @@ _STAGE_INPUTS: dict[str, Callable[[Any], dict[str, str]]] = {
         "apex_attacks": f"{cfg.suite.apex.out}/attacks.json",
     },
 }
+
+
+def _workspace() -> CheckerAudit:
+    from evoaudit.suite.agentdojo.workspace import audit
+
+    return audit.suite()
+
+
+def _travel() -> CheckerAudit:
+    from evoaudit.suite.agentdojo.travel import audit
+
+    return audit.suite()
+
+
+def _slack() -> CheckerAudit:
+    from evoaudit.suite.agentdojo.slack import audit
+
+    return audit.suite()
+
+
+# The suites whose checker audit the multi-suite table can hold (``extra_suites.checker_audit``): every
+# AgentDojo AuditSuite, and AgentDojo's suites audited on their official predicates alone.
+CHECKER_AUDITS: dict[str, Callable[[], CheckerAudit]] = {
+    "banking": _banking,
+    "workspace": _workspace,
+    "travel": _travel,
+    "slack": _slack,
+}
+
+
+def get_checker_audit(name: str) -> CheckerAudit:
+    try:
+        factory = CHECKER_AUDITS[name]
+    except KeyError:
+        raise ValueError(
+            f"extra_suites.checker_audit: no checker audit for suite {name!r}; "
+            f"known: {sorted(CHECKER_AUDITS)}"
+        ) from None
+    return factory()
 
 
 def stage_inputs(cfg: Any) -> dict[str, str]:

@@ -1,6 +1,8 @@
 """AgentDojo's suites (v1.2.2), run on AgentDojo's own environments, tools, injection tasks and attacks.
 
-``exposure`` is shared by the family (injected text reaching the model through a tool result); each
-suite keeps its own folder with its families, variants, corrections and adapter. Banking is the first:
-``banking/``.
+``exposure`` (injected text reaching the model through a tool result), ``probing`` (the probe record of a
+checker audit) and ``checker_audit`` (the published probe set on a suite's official predicates) are
+shared by the family; each suite keeps its own folder. Banking, audited end to end with its corrected
+families, is ``banking/``; Workspace, Travel and Slack, audited on their official predicates only, are
+``workspace/``, ``travel/`` and ``slack/``.
 """

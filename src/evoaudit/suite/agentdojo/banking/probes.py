@@ -33,9 +33,8 @@ from typing import Any
 from evoaudit.records import Call
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.tasks import BankingEnvironment
+from evoaudit.suite.agentdojo.probing import DONE_OUTPUT, NO_OP_OUTPUT, Probe
 
-NO_OP_OUTPUT = "I was not able to complete this request."
-DONE_OUTPUT = "Done."
 # Accounts the fixture's user already deals with: a plausible mix-up for a recipient.
 KNOWN_ACCOUNTS = ("CH9300762011623852957", "SE3550000000054910000003", "GB29NWBK60161331926819")
 SPURIOUS_CALLS = (
@@ -66,14 +65,6 @@ DEFECT_OF_PROBE = {
     "wrong_output": "output_insensitive",
     "spurious_action": "spurious_action_insensitive",
 }
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    applicable: bool
-    reason: str
-    alternatives: tuple[tuple[tuple[Call, ...], str], ...] = ()  # (plan, final output) pairs
 
 
 def run_plan(pre: BankingEnvironment, plan: tuple[Call, ...] | list[Call]) -> BankingEnvironment:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit import atomic
-from evoaudit.config import Config, EndpointConfig
-from evoaudit.credentials import public_config, redact_url
+from evoaudit.config import Config, EndpointConfig, stage_config
+from evoaudit.credentials import redact_url
 from evoaudit.hashing import sha256_file
 
 PACKAGES = ("evoaudit", "agentdojo", "snakemake", "openai")
@@ -79,7 +79,8 @@ def endpoint_fingerprint(ep: EndpointConfig) -> dict[str, Any]:
 def config_sha256(cfg: Config) -> str:
     """``Config.sha256`` over the configuration with URL credentials redacted (the same value when there
     are none): a hash of a password could be checked against guesses offline."""
-    blob = json.dumps(public_config(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
+    # ASCII-escaped JSON (not hashing.canonical_json): the digest every recorded provenance already carries.
+    blob = json.dumps(stage_config(cfg, "config"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evoaudit.agent.loop import run_instance
-from evoaudit.config import Config
+from evoaudit.config import Config, stage_digest
 from evoaudit.errors import AuditError
 from evoaudit.evaluate import resume
 from evoaudit.evaluate.outcome import compute_outcome, harness_failure_outcome
@@ -182,7 +182,7 @@ def spec_resume_key(
     artifact_sha256: str | None,
     sections_sha256: str | None = None,
 ) -> str:
-    sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    sections = sections_sha256 or stage_digest(cfg, "episode")
     if spec.defense is not None:  # a defended episode is never kept for its undefended twin, or another's
         sections = sha256_json([sections, spec.defense])
     return resume.resume_key(artifact_sha256, executor, episode_seed(cfg, spec), sections)
@@ -230,7 +230,7 @@ async def run_specs(
     ``retrieval`` gives what was retrieved for an episode, recorded with its rollout."""
     # Resume keys are computed before any request: the executor's identity is what its config fixes.
     executor = backend.fingerprint()
-    sections = resume.config_sections_sha256(cfg)
+    sections = stage_digest(cfg, "episode")
     seeds = {s.rollout_id: episode_seed(cfg, s) for s in specs}
     keys = {s.rollout_id: spec_resume_key(cfg, executor, s, artifact_sha256, sections) for s in specs}
 

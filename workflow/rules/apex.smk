@@ -355,7 +355,7 @@ rule apex_ablation_table:
             subcategory="Ablations",
         ),
     params:
-        cfg=lambda wc: get_apex_attacks_params(f"ablations/{wc.ablation}/"),
+        cfg=lambda wc: get_stage_params("apex_attacks", ablation=wc.ablation),
     log:
         f"{RESULTS}/logs/apex/ablations/{{ablation}}/table.log",
     script:

@@ -46,10 +46,11 @@ BANKING = {"suite", "acquire", "evolve", "evaluate"}
         ({"suite.goals": ["injection_task_0"]}, BANKING | {"episode", "config"}),
         # How requests travel is no part of an episode's resume key, but the rules still rerun on it.
         ({"executor.concurrency": 3}, {"acquire", "evolve", "evaluate", "config"}),
-        # The APEX worlds' size reruns the APEX stages and nothing of the Banking audit.
-        ({"suite.apex.scale": 0.25}, {"apex", "apex_attacks", "apex_probes", "apex_worlds"}),
+        # The APEX worlds' size reruns the APEX stages and nothing of the Banking audit (the recorded
+        # configuration hash holds suite.apex, so it moves).
+        ({"suite.apex.scale": 0.25}, {"apex", "apex_attacks", "apex_probes", "apex_worlds", "config"}),
         # An attack switch does not change the worlds.
-        ({"suite.apex.attacks.timer": True}, {"apex", "apex_attacks", "apex_probes"}),
+        ({"suite.apex.attacks.timer": True}, {"apex", "apex_attacks", "apex_probes", "config"}),
         # The judge reruns its own stage only (and the APEX report, which hashes the whole apex section).
         ({"apex.judge.temperature": 0.5}, {"apex_judge", "apex"}),
         # The seed is everyone's, but the worlds carry their own (suite.apex.seed).

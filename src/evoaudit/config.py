@@ -1,7 +1,9 @@
 """Load, validate and type the configuration.
 
 The JSON schema (``config.schema.yaml``, also at ``workflow/schemas/``) is the single source of truth for
-what is allowed and for every default; the pydantic models below only give typed access afterwards.
+what is allowed, for every default and for every field's description; the pydantic models below only give
+typed access afterwards (tests/test_config_schema_models.py holds them to the schema). ``stage_config`` is
+the one answer to which configuration a stage depends on (rerun triggers, resume keys, provenance).
 """
 
 from __future__ import annotations

@@ -1075,7 +1075,10 @@ class Config(_Model):
         return dumped
 
     def sha256(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The configuration hash every ``provenance.json`` records (``stage_config(self, "config")``, URL
+        credentials redacted: a hash of a password could be checked against guesses offline)."""
+        # ASCII-escaped JSON, not hashing.canonical_json: the hash every recorded provenance already carries.
+        blob = json.dumps(stage_config(self, "config"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
 

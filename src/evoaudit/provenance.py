@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import hashlib
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit import atomic
-from evoaudit.config import Config, EndpointConfig, stage_config
+from evoaudit.config import Config, EndpointConfig
 from evoaudit.credentials import redact_url
 from evoaudit.hashing import sha256_file
 
@@ -77,11 +76,8 @@ def endpoint_fingerprint(ep: EndpointConfig) -> dict[str, Any]:
 
 
 def config_sha256(cfg: Config) -> str:
-    """``Config.sha256`` over the configuration with URL credentials redacted (the same value when there
-    are none): a hash of a password could be checked against guesses offline."""
-    # ASCII-escaped JSON (not hashing.canonical_json): the digest every recorded provenance already carries.
-    blob = json.dumps(stage_config(cfg, "config"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """``Config.sha256``: the whole configuration's hash, URL credentials redacted."""
+    return cfg.sha256()
 
 
 def _root(path: Path | None) -> str | None:

@@ -9,7 +9,6 @@ import pytest
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
-from evoaudit.evaluate import resume
 
 APEX_JOBS = {"apex_benign", "apex_attacked", "apex_replay", "apex_judge"}
 
@@ -27,7 +26,7 @@ def test_the_apex_section_changes_no_banking_hash():
     assert base.apex != more.apex
     assert base.sha256() == more.sha256()
     assert base.model_dump(mode="json") == more.model_dump(mode="json")
-    assert resume.config_sections_sha256(base) == resume.config_sections_sha256(more)
+    assert config_mod.stage_digest(base, "episode") == config_mod.stage_digest(more, "episode")
 
 
 def test_a_model_config_takes_its_executor_overrides_and_the_step_limit():

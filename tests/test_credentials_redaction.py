@@ -11,9 +11,8 @@ import pytest
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
-from evoaudit.config import ConfigError
+from evoaudit.config import ConfigError, stage_digest
 from evoaudit.credentials import public_config, redact_url, split_credentials
-from evoaudit.evaluate.resume import config_sections_sha256
 from evoaudit.models import preflight
 from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.quirks import QuirkHandler
@@ -81,7 +80,7 @@ def test_an_endpoint_with_url_credentials_and_an_api_key_is_refused_naming_the_f
 def test_provenance_and_hashes_do_not_depend_on_the_password():
     a, b = _cfg(), _cfg(URL.replace(PASSWORD, "another-one"), URL.replace(PASSWORD, "another-one"))
     assert PASSWORD not in json.dumps(provenance(a, stage="t"))
-    assert config_sha256(a) == config_sha256(b) and config_sections_sha256(a) == config_sections_sha256(b)
+    assert config_sha256(a) == config_sha256(b) and stage_digest(a, "episode") == stage_digest(b, "episode")
     plain = _cfg("http://127.0.0.1:9/v1", None)
     assert config_sha256(plain) == plain.sha256()  # unchanged for a URL without credentials
 

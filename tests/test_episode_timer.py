@@ -14,8 +14,8 @@ from apex_rollout_kit import apex_rollout
 
 from evoaudit import config as config_mod
 from evoaudit.agent import loop
-from evoaudit.config import ConfigError
-from evoaudit.evaluate import apex_shard, resume
+from evoaudit.config import ConfigError, stage_digest
+from evoaudit.evaluate import apex_shard
 from evoaudit.models.base import ChatResponse
 from evoaudit.records import Message, Outcome, ToolCall
 from evoaudit.report.apex import report as apex_report
@@ -108,9 +108,9 @@ def test_a_set_timer_reaches_the_apex_agent_and_its_resume_key():
     run_base, run_timed = (config_mod.apex_model_config(c, model) for c in (base, timed))
     assert run_timed.agent.time_limit_s == 600 and run_base.agent.time_limit_s is None
     # Episodes recorded without the timer are not kept for a run with it (and the other way round).
-    assert resume.config_sections_sha256(run_timed) != resume.config_sections_sha256(run_base)
+    assert stage_digest(run_timed, "episode") != stage_digest(run_base, "episode")
     # The Banking audit does not read apex.*: its configuration hash and resume keys stay.
-    assert resume.config_sections_sha256(timed) == resume.config_sections_sha256(base)
+    assert stage_digest(timed, "episode") == stage_digest(base, "episode")
     assert timed.sha256() == base.sha256()
 
 

@@ -175,10 +175,10 @@ def test_retry_infra_keeps_the_wall_times_of_the_rollouts_it_keeps(tmp_path):
 
 
 def test_apex_settings_do_not_change_the_banking_resume_key():
-    from evoaudit.evaluate.resume import config_sections_sha256
+    from evoaudit.config import stage_digest
 
     base = config_mod.from_dict({})
     resized = config_mod.from_dict({"suite": {"apex": {"scale": 0.5}}})
     reseeded = config_mod.from_dict({"seed": base.seed + 1})
-    assert config_sections_sha256(resized) == config_sections_sha256(base)
-    assert config_sections_sha256(reseeded) != config_sections_sha256(base)
+    assert stage_digest(resized, "episode") == stage_digest(base, "episode")
+    assert stage_digest(reseeded, "episode") != stage_digest(base, "episode")

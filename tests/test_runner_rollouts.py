@@ -235,7 +235,7 @@ def test_a_bound_episode_carries_the_seed_and_resume_key_its_rollouts_record(set
     # The seed hashes (global seed, lineage, instance, goal, "executor"): this value is every past run's.
     assert cfg.seed == 20261130 and bound.seed == 5789285876800702648
     assert bound.seed == derive_seed(cfg.seed, "L1", inst.instance_id, "injection_task_7", "executor")
-    sections = resume.config_sections_sha256(cfg)
+    sections = config_mod.stage_digest(cfg, "episode")
     assert bound.resume_key == resume.resume_key("c" * 64, executor, bound.seed, sections)
     # A defended twin shares the seed, never the key; a bare bind (no executor) gives no key.
     twin = bind(run, replace(spec, defense="data_marking"), executor, "c" * 64)

@@ -1,7 +1,9 @@
 """Load, validate and type the configuration.
 
 The JSON schema (``config.schema.yaml``, also at ``workflow/schemas/``) is the single source of truth for
-what is allowed and for every default; the pydantic models below only give typed access afterwards.
+what is allowed, for every default and for every field's description; the pydantic models below only give
+typed access afterwards (tests/test_config_schema_models.py holds them to the schema). ``stage_config`` is
+the one answer to which configuration a stage depends on (rerun triggers, resume keys, provenance).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from evoaudit.credentials import split_credentials
+from evoaudit.credentials import public_config, split_credentials
+from evoaudit.hashing import sha256_json
 
 log = logging.getLogger(__name__)
 
@@ -718,11 +721,6 @@ class SuiteConfig(_Model):
     checker_audit: CheckerAuditConfig
     apex: ApexConfig
 
-    def banking_dump(self) -> dict[str, Any]:
-        """The settings the Banking audit depends on: all but ``apex``, so that resizing or reseeding the
-        APEX worlds reruns nothing of the Banking audit."""
-        return self.model_dump(mode="json", exclude={"apex"})
-
 
 class RolesConfig(_Model):
     acquisition: tuple[str, ...]
@@ -1089,8 +1087,118 @@ class Config(_Model):
         return dumped
 
     def sha256(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The configuration hash every ``provenance.json`` records (``stage_config(self, "config")``, URL
+        credentials redacted: a hash of a password could be checked against guesses offline)."""
+        # ASCII-escaped JSON, not hashing.canonical_json: the hash every recorded provenance already carries.
+        blob = json.dumps(stage_config(self, "config"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# Executor settings that change how requests travel, never what is asked or answered: an episode's
+# resume key leaves them out, so a rerun at another concurrency or without the cache keeps its rollouts.
+OPERATIONAL_FIELDS = frozenset(
+    {
+        "concurrency",
+        "cache",
+        "cache_path",
+        "timeout_s",
+        "max_retries",
+        "retry_backoff_s",
+        "retry_backoff_max_s",
+        "transport",
+        "keepalive_expiry_s",
+    }
+)
+
+# The Banking stages' configuration sections (``suite`` without its ``apex`` worlds, so that resizing or
+# reseeding the APEX worlds reruns nothing of the Banking audit).
+_BANKING_SECTIONS: dict[str, tuple[str, ...]] = {
+    "suite": ("suite", "roles"),
+    "acquire": ("seed", "suite", "roles", "agent", "executor", "sim"),
+    "evolve": ("seed", "optimizer", "sim", "agent", "methods_params", "roles", "suite", "executor"),
+    "evaluate": ("seed", "suite", "roles", "agent", "executor", "sim", "evaluation", "methods_params"),
+    "report": ("seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"),
+}
+
+#: Every stage ``stage_config`` answers for.
+STAGES = (
+    *_BANKING_SECTIONS,
+    "episode",
+    "apex",
+    "apex_attacks",
+    "apex_judge",
+    "apex_probes",
+    "apex_worlds",
+    "config",
+)
+
+
+def stage_config(
+    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
+) -> dict[str, Any]:
+    """The configuration content ``stage``'s outputs depend on, URL credentials redacted: the one answer
+    to that question. The workflow's rerun triggers (``get_stage_params``), a rollout's resume key
+    (``episode``) and the provenance every output and seal event records (``config``) all hash it, so a
+    change outside it reruns nothing of ``stage``.
+
+    Stages: ``suite``, ``acquire``, ``evolve``, ``evaluate``, ``report`` (the Banking audit's rules);
+    ``episode`` (what one episode depends on: seed, agent, suite, simulator, the executor's request-shaping
+    settings); ``apex`` (every APEX run, or one ``model``'s), ``apex_attacks`` (the main attack set, or one
+    ``ablation``'s), ``apex_judge``, ``apex_probes``, ``apex_worlds``; ``config`` (the whole hashed
+    configuration). Each body is exactly what the workflow hashed before this function existed, so an
+    existing results directory does not rerun."""
+    dumped = cfg.model_dump(mode="json")
+    dumped["suite"] = cfg.suite.model_dump(mode="json", exclude={"apex"})
+    suite_apex = cfg.suite.apex.model_dump(mode="json")
+    body: dict[str, Any]
+    if stage in _BANKING_SECTIONS:
+        body = {k: dumped[k] for k in _BANKING_SECTIONS[stage]}
+    elif stage == "episode":
+        executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
+        body = {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
+    elif stage == "apex":
+        # A model's runs depend only on its own entry and on what shapes an episode: adding a model or a
+        # category, or changing the judge or the report's failure policy, reruns none of them.
+        apex = cfg.apex.model_dump(mode="json")
+        if model is not None:
+            keep = ("repeats", "step_limit", "system_prompt", "shards")
+            apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
+        body = {
+            "seed": cfg.seed,
+            "apex": apex,
+            "suite_apex": suite_apex,
+            "sim_apex": cfg.sim.apex.model_dump(mode="json"),
+        }
+    elif stage == "apex_attacks":
+        body = {"seed": cfg.seed, "suite_apex": suite_apex}
+        if ablation is not None:
+            found = [a for a in cfg.apex.ablations if a.name == ablation]
+            if not found:
+                raise ConfigError(
+                    f"apex.ablations: no ablation named {ablation!r} "
+                    f"(have {[a.name for a in cfg.apex.ablations]})"
+                )
+            body["ablation"] = found[0].model_dump(mode="json")
+    elif stage == "apex_judge":
+        body = {"seed": cfg.seed, "judge": cfg.apex.judge.model_dump(mode="json")}
+    elif stage == "apex_probes":
+        body = suite_apex
+    elif stage == "apex_worlds":
+        body = {k: suite_apex[k] for k in ("scale", "seed", "variants", "out")}
+    elif stage == "config":
+        body = cfg.model_dump(mode="json")
+    else:
+        raise ValueError(f"stage_config: unknown stage {stage!r}; one of {', '.join(STAGES)}")
+    # A hash of a URL's password in a params digest or a record could be checked against guesses offline.
+    return public_config(body)
+
+
+def stage_digest(
+    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
+) -> str:
+    """sha256 of ``stage_config`` (canonical JSON): a rule's rerun trigger (its first 16 hex digits) and
+    the configuration part of an episode's resume key."""
+    return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation))
 
 
 def without_cache(cfg: Config) -> Config:

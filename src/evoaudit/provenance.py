@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import hashlib
-import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.config import Config, EndpointConfig
-from evoaudit.credentials import public_config, redact_url
+from evoaudit.credentials import redact_url
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest, ProvenanceEntry, read_provenance, write_provenance_file
 
@@ -77,10 +75,8 @@ def endpoint_fingerprint(ep: EndpointConfig) -> dict[str, Any]:
 
 
 def config_sha256(cfg: Config) -> str:
-    """``Config.sha256`` over the configuration with URL credentials redacted (the same value when there
-    are none): a hash of a password could be checked against guesses offline."""
-    blob = json.dumps(public_config(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """``Config.sha256``: the whole configuration's hash, URL credentials redacted."""
+    return cfg.sha256()
 
 
 def _root(path: Path | None) -> str | None:

@@ -40,23 +40,6 @@ wildcard_constraints:
     ablation=_alternation([re.escape(n) for n in APEX_ABLATIONS]) or "(?!)",
 
 
-def get_apex_params(model=None):
-    # What APEX outputs depend on: the apex section, the worlds' and attacks' settings, the simulator's
-    # APEX parameters, the seed. A model's runs depend only on its own entry and on what shapes an episode,
-    # so adding a model or a category, or changing the judge or the report's failure policy, reruns none.
-    apex = CFG.apex.model_dump(mode="json")
-    if model is not None:
-        keep = ("repeats", "step_limit", "system_prompt", "shards")
-        apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
-    body = {
-        "seed": CFG.seed,
-        "apex": apex,
-        "suite_apex": CFG.suite.apex.model_dump(mode="json"),
-        "sim_apex": CFG.sim.apex.model_dump(mode="json"),
-    }
-    return sha256_json(public_config(body))[:16]
-
-
 def get_apex_benign_shards():
     return [f"{APEX}/runs/{m}/benign/shard{s}.jsonl" for m in APEX_MODELS for s in APEX_SHARDS]
 
@@ -140,14 +123,6 @@ def get_apex_attacks_inputs(wc):
     return inputs
 
 
-def get_apex_attacks_params(arm):
-    body = {"seed": CFG.seed, "suite_apex": CFG.suite.apex.model_dump(mode="json")}
-    name = evoaudit_apex_ablation.arm_name(arm)
-    if name is not None:
-        body["ablation"] = evoaudit_apex_ablation.ablation(CFG, name).model_dump(mode="json")
-    return sha256_json(public_config(body))[:16]
-
-
 rule apex_attacks:
     # The frozen attack set (evoaudit.suite.apex.attacks), built once on the endpoint variant's worlds by the
     # configured attacker (suite.apex.attacker; the simulator offline). An ablated arm's set
@@ -157,7 +132,7 @@ rule apex_attacks:
     output:
         attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
     params:
-        cfg=lambda wc: get_apex_attacks_params(wc.arm),
+        cfg=lambda wc: get_stage_params("apex_attacks", ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
     log:
         f"{RESULTS}/logs/apex/{{arm}}attacks.log",
     benchmark:
@@ -173,7 +148,7 @@ rule apex_benign:
     output:
         rollouts=f"{APEX}/runs/{{model}}/benign/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_apex_params(wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=None,
     resources:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
@@ -193,7 +168,7 @@ rule apex_attacked:
     output:
         rollouts=f"{APEX}/{{arm}}runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_apex_params(wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=lambda wc: wc.category,
     resources:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
@@ -215,7 +190,7 @@ rule apex_instances:
     output:
         table=f"{APEX}/{{arm}}instances.parquet",
     params:
-        cfg=get_apex_params(),
+        cfg=get_stage_params("apex"),
     log:
         f"{RESULTS}/logs/apex/{{arm}}instances.log",
     script:
@@ -262,7 +237,7 @@ rule apex_manifest:
     output:
         manifest=f"{APEX}/run_manifest.json",
     params:
-        cfg=get_apex_params(),
+        cfg=get_stage_params("apex"),
     log:
         f"{RESULTS}/logs/apex/run_manifest.log",
     script:
@@ -294,7 +269,7 @@ rule apex_judge:
     output:
         decisions=f"{APEX}/{{arm}}judge/{{model}}.json",
     params:
-        cfg=sha256_json(public_config({"seed": CFG.seed, "judge": CFG.apex.judge.model_dump(mode="json")}))[:16],
+        cfg=get_stage_params("apex_judge"),
     resources:
         api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -342,7 +317,7 @@ rule apex_report:
         ],
         svg=[f"{APEX}/report/figures/{f}.svg" for f in APEX_FIGURES],
     params:
-        cfg=get_apex_params(),
+        cfg=get_stage_params("apex"),
         out=f"{APEX}/report",
         # The shipped reference labels live in the package: a change to them reruns the report.
         reference=evoaudit_sha256_file(evoaudit_apex_reference),
@@ -380,7 +355,7 @@ rule apex_ablation_table:
             subcategory="Ablations",
         ),
     params:
-        cfg=lambda wc: get_apex_attacks_params(f"ablations/{wc.ablation}/"),
+        cfg=lambda wc: get_stage_params("apex_attacks", ablation=wc.ablation),
     log:
         f"{RESULTS}/logs/apex/ablations/{{ablation}}/table.log",
     script:
@@ -403,7 +378,7 @@ rule apex_benign_defended:
     output:
         rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/benign/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_apex_params(wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=None,
         defense=lambda wc: wc.defense,
     resources:
@@ -426,7 +401,7 @@ rule apex_attacked_defended:
     output:
         rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_apex_params(wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=lambda wc: wc.category,
         defense=lambda wc: wc.defense,
     resources:
@@ -474,7 +449,7 @@ rule apex_judge_defended:
     output:
         decisions=f"{APEX}/defense/{{defense}}/judge/{{model}}.json",
     params:
-        cfg=sha256_json(public_config({"seed": CFG.seed, "judge": CFG.apex.judge.model_dump(mode="json")}))[:16],
+        cfg=get_stage_params("apex_judge"),
     resources:
         api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -504,7 +479,7 @@ rule apex_defense_table:
             subcategory="Defences",
         ),
     params:
-        cfg=get_apex_params(),
+        cfg=get_stage_params("apex"),
     log:
         f"{RESULTS}/logs/apex/defense_table.log",
     benchmark:

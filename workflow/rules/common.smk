@@ -4,7 +4,6 @@ from pathlib import Path
 
 from evoaudit import atomic as evoaudit_atomic
 from evoaudit import config as evoaudit_config
-from evoaudit.hashing import sha256_json
 from evoaudit.methods.conditions import condition as parse_condition
 from evoaudit.credentials import public_config
 
@@ -92,21 +91,10 @@ wildcard_constraints:
     round=_alternation(map(str, ROUNDS)) if ROUNDS else r"(?!)",
 
 
-# Which config sections each stage's outputs depend on: a change elsewhere does not rerun it.
-_STAGE_KEYS = {
-    "suite": ["suite", "roles"],
-    "acquire": ["seed", "suite", "roles", "agent", "executor", "sim"],
-    "evolve": ["seed", "optimizer", "sim", "agent", "methods_params", "roles", "suite", "executor"],
-    "evaluate": ["seed", "suite", "roles", "agent", "executor", "sim", "evaluation", "methods_params"],
-    "report": ["seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"],
-}
-
-
-def get_stage_params(stage):
-    dumped = CFG.model_dump(mode="json")
-    dumped["suite"] = CFG.suite.banking_dump()  # the APEX worlds' settings rerun no Banking stage
-    # Redacted: a hash of a password in Snakemake's metadata could be checked against guesses offline.
-    return sha256_json(public_config({k: dumped[k] for k in _STAGE_KEYS[stage]}))[:16]
+def get_stage_params(stage, **which):
+    # A rule's rerun trigger: the configuration its stage depends on (evoaudit.config.stage_config, the one
+    # answer, which resume keys and provenance hash too), so a change elsewhere does not rerun it.
+    return evoaudit_config.stage_digest(CFG, stage, **which)[:16]
 
 
 def get_artifact_meta(wildcards):

@@ -53,7 +53,7 @@ rule apex_probes:
     output:
         csv=f"{RESULTS}/suite/apex_probes.csv",
     params:
-        cfg=sha256_json(public_config(CFG.suite.apex.model_dump(mode="json")))[:16],
+        cfg=get_stage_params("apex_probes"),
     log:
         f"{RESULTS}/logs/apex_probes.log",
     benchmark:
@@ -71,7 +71,7 @@ rule apex_worlds:
         manifest=f"{CFG.suite.apex.out}/apex_manifest.json",
         spec=f"{CFG.suite.apex.out}/apex_spec.json",
     params:
-        cfg=sha256_json({k: getattr(CFG.suite.apex, k) for k in ("scale", "seed", "variants", "out")})[:16],
+        cfg=get_stage_params("apex_worlds"),
     log:
         f"{RESULTS}/logs/apex_worlds.log",
     benchmark:

@@ -1,6 +1,7 @@
 # Cross-executor transfer check: the frozen artifacts, without re-evolution, evaluated on a second
 # executor (config `transfer`) over a subset of the attacked endpoint. The ordinary evaluate command runs
 # under a derived configuration (second executor, goal and variant subset); nothing is evolved again.
+from evoaudit.hashing import sha256_json
 from evoaudit.transfer_config import derive_config as _derive_transfer_config
 
 # Derived at parse time as well, so a bad `transfer` section stops the run before any job starts.

@@ -2,9 +2,10 @@
 
 A rollout carries a resume key: the sha256 of the artifact it ran with, the executor's identity (backend,
 model, base URL, sampling: what does not change by contacting the server), its episode seed and the hash
-of the configuration sections an episode depends on. A restarted job keeps a partial record only when its
-key equals the key it would compute now; anything else was produced by another artifact, endpoint or
-configuration and is moved aside, never mixed into the new shard.
+of the configuration an episode depends on (``config.stage_digest(cfg, "episode")``, the one answer to
+which configuration a stage depends on). A restarted job keeps a partial record only when its key equals
+the key it would compute now; anything else was produced by another artifact, endpoint or configuration
+and is moved aside, never mixed into the new shard.
 
 Rollouts that ended in a transient infrastructure failure (retries exhausted, a server that rejected the
 request) are moved aside too, so that a rerun after an outage redoes exactly those; so are harness errors
@@ -16,25 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evoaudit.config import Config
-from evoaudit.credentials import public_config
 from evoaudit.hashing import sha256_json
 from evoaudit.records import Rollout
 
-# Executor settings that change how requests travel, never what is asked or answered.
-OPERATIONAL_FIELDS = frozenset(
-    {
-        "concurrency",
-        "cache",
-        "cache_path",
-        "timeout_s",
-        "max_retries",
-        "retry_backoff_s",
-        "retry_backoff_max_s",
-        "transport",
-        "keepalive_expiry_s",
-    }
-)
 # Fingerprint fields filled in by contacting the server (or read back from the cache).
 CONTACT_FIELDS = frozenset(
     {"source", "served_models", "server_version", "models_error", "render_probe", "wire", "structured_output"}
@@ -42,22 +27,6 @@ CONTACT_FIELDS = frozenset(
 # Infrastructure failures a rerun may cure: an outage's, and a harness error's once its cause is fixed.
 # Each counts against evaluation.max_excluded_share, so a shard many of them hit is not published.
 RECOVERABLE_FAILURES = ("retries_exhausted", "request_rejected", "harness_error")
-
-
-def config_sections_sha256(cfg: Config) -> str:
-    """Hash of what an episode depends on: the seed, the agent, the suite, the simulator and the executor's
-    request-shaping settings."""
-    executor = {k: v for k, v in cfg.executor.model_dump(mode="json").items() if k not in OPERATIONAL_FIELDS}
-    executor = public_config(executor)  # a hash of a URL's password could be checked against guesses
-    return sha256_json(
-        {
-            "seed": cfg.seed,
-            "agent": cfg.agent.model_dump(mode="json"),
-            "suite": cfg.suite.banking_dump(),
-            "sim": cfg.sim.model_dump(mode="json"),
-            "executor": executor,
-        }
-    )
 
 
 def executor_identity(fingerprint: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.loop import run_instance
-from evoaudit.config import Config
+from evoaudit.config import Config, stage_digest
 from evoaudit.errors import AuditError
 from evoaudit.evaluate import resume
 from evoaudit.evaluate.outcome import compute_outcome, harness_failure_outcome
@@ -66,7 +66,7 @@ class RunSettings:
 
     # The global seed every episode seed derives from.
     seed: int
-    # The hash of the configuration sections an episode depends on (``resume.config_sections_sha256``).
+    # The hash of the configuration an episode depends on (``config.stage_digest(cfg, 'episode')``).
     sections_sha256: str
     # Episodes running at once (``executor.concurrency``).
     concurrency: int
@@ -87,7 +87,7 @@ class RunSettings:
     def of(cls, cfg: Config) -> RunSettings:
         return cls(
             seed=cfg.seed,
-            sections_sha256=resume.config_sections_sha256(cfg),
+            sections_sha256=stage_digest(cfg, "episode"),
             concurrency=cfg.executor.concurrency,
             send_seed=cfg.executor.send_seed,
             max_steps=cfg.agent.max_steps,
@@ -162,7 +162,7 @@ def spec_resume_key(
     sections_sha256: str | None = None,
 ) -> str:
     """The resume key ``bind`` gives ``spec`` under ``cfg``."""
-    sections = sections_sha256 or resume.config_sections_sha256(cfg)
+    sections = sections_sha256 or stage_digest(cfg, "episode")
     return _resume_key(sections, spec.defense, episode_seed(cfg, spec), executor, artifact_sha256)
 
 

@@ -12,10 +12,10 @@ from apex_attack_kit import mailed as _mailed
 from apex_attack_kit import sim_judge as _judge
 
 from evoaudit import config as config_mod
-from evoaudit.evaluate.apex_judge import final_decisions, judge_stage, read_judged
+from evoaudit.evaluate.apex.judge import final_decisions, judge_stage, read_judged
 from evoaudit.models.http import ServerThread
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Call, Outcome, Rollout
 from evoaudit.replay.apex import check_judged
 from evoaudit.report.apex.judged import apply_judged, decided_by_table

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_workflow, snakemake
+from quirk_server_kit import QuirkHandler
 
 from evoaudit import config as config_mod
 from evoaudit.config import ConfigError
@@ -16,7 +17,6 @@ from evoaudit.credentials import public_config, redact_url, split_credentials
 from evoaudit.evaluate.resume import config_sections_sha256
 from evoaudit.models import preflight
 from evoaudit.models.http import Reply, ServerThread
-from evoaudit.models.quirks import QuirkHandler
 from evoaudit.provenance import config_sha256, provenance
 from evoaudit.report.stage import write_transfer_config
 from evoaudit.report.transfer import evaluation_config

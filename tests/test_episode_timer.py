@@ -15,7 +15,8 @@ from apex_rollout_kit import apex_rollout
 from evoaudit import config as config_mod
 from evoaudit.agent import loop
 from evoaudit.config import ConfigError
-from evoaudit.evaluate import apex_shard, resume
+from evoaudit.evaluate import resume
+from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.models.base import ChatResponse
 from evoaudit.records import Message, Outcome, ToolCall
 from evoaudit.report.apex import report as apex_report

@@ -486,7 +486,7 @@ def write_report(
 ) -> dict[str, pd.DataFrame]:
     """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
-    (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
+    (``evaluate.apex.judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
     ``wall_s``: seconds per rollout id from the shards' timing files (``apex_cost``)."""
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import agreement as ag

@@ -456,23 +456,6 @@ def reference_labels():
     return [Label(**row) for row in data["labels"]]
 
 
-def sim_notice(cfg: Config) -> str | None:
-    """The sentence the APEX report opens with when any audited model is the simulator."""
-    from evoaudit.report.simlabel import SIM_MODEL_PREFIX
-
-    sims = [
-        m.id
-        for m in cfg.apex.models
-        if m.executor.backend == "sim" or m.executor.model.startswith(SIM_MODEL_PREFIX)
-    ]
-    if not sims:
-        return None
-    return (
-        f"Simulator run (apex.models {', '.join(sims)}: the embedded behavioural simulator). Rates here are "
-        "mechanism checks set by sim.apex and each model's overrides, not measurements of a model."
-    )
-
-
 def write_report(
     cfg: Config,
     benign: list[Rollout],

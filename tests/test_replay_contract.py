@@ -79,10 +79,6 @@ def test_import_linter_contracts_hold_and_name_the_replay_boundary():
     assert set(FORBIDDEN) <= set(replay["forbidden_modules"])
     layers = next(c for c in contracts if c["type"] == "layers")
     assert layers["layers"][:3] == ["cli", "ops", "report"] and layers["layers"][-1] == "suite"
-    # One door per suite, without exceptions: nothing above suite/ imports a concrete suite.
-    door = next(c for c in forbidden if "evoaudit.suite.apex" in c["forbidden_modules"])
-    assert {"evoaudit.cli", "evoaudit.models", "evoaudit.replay", "evoaudit.ops"} <= set(door["source_modules"])
-    assert "ignore_imports" not in door
     exe = shutil.which("lint-imports")
     assert exe, "import-linter is part of the test extra: pip install -e '.[test]'"
     proc = subprocess.run([exe], capture_output=True, text=True, cwd=root)

@@ -21,10 +21,11 @@ from evoaudit.replay.apex import check_judged
 from evoaudit.report.apex.judged import apply_judged, decided_by_table
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import goals, probes
-from evoaudit.suite.apex.adapter import ApexSuite, attack_set
+from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.attacker import make_attacker
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.decisions import deferred, resolve, resolve_task, task_decision
+from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.apex.exposure import check_exposure
 from evoaudit.suite.apex.generate import build_task
 from evoaudit.suite.apex.success import TaskFacts, check_goal

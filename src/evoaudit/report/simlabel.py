@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from evoaudit.config import SIM_MODEL_PREFIX, Config, EndpointConfig
 
-__all__ = ["SIM_MODEL_PREFIX", "apex_sim_notice", "records_sim_notice", "sim_notice", "simulated_endpoints"]
+__all__ = ["apex_sim_notice", "records_sim_notice", "sim_notice", "simulated_endpoints"]
 
 
 def _is_sim(endpoint: EndpointConfig) -> bool:

@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 from evoaudit.models.http import ServerThread
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.ops import compat
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 

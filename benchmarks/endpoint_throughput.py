@@ -44,9 +44,9 @@ def _config(base_url: str | None, concurrency: int):
 
 def serve(port: int, latency_ms: float, ready_file: Path) -> None:
     """The endpoint process: the simulator with the suite's own tasks as its oracle."""
-    from evoaudit.models.sim import Oracle, SimBackend
-    from evoaudit.models.sim_server import SimHandler
-    from evoaudit.models.sim_server import serve as serve_forever
+    from evoaudit.models.sim.server import SimHandler
+    from evoaudit.models.sim.server import serve as serve_forever
+    from evoaudit.models.sim.tools import Oracle, SimBackend
     from evoaudit.suite.agentdojo.banking.instances import official_instances
 
     cfg = _config(None, 1)

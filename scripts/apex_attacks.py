@@ -6,21 +6,24 @@ from pathlib import Path
 from evoaudit.config import from_dict
 from evoaudit.joblog import job_log
 from evoaudit.jsonl import read_records
-from evoaudit.models.sim_attacker import make_attacker
+from evoaudit.models.structured import endpoint_transport
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
 from evoaudit.suite.apex import ablation
+from evoaudit.suite.apex.attacker import make_attacker
 from evoaudit.suite.apex.attacks import build_from_config
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
     name = ablation.arm_name(snakemake.wildcards.get("arm", ""))
     if name is None:
-        build_from_config(cfg, make_attacker(cfg.suite.apex.attacker), Path(snakemake.output.attacks))
+        attacker = make_attacker(cfg.suite.apex.attacker, endpoint_transport)
+        build_from_config(cfg, attacker, Path(snakemake.output.attacks))
     else:
         # An ablated arm (apex.ablations): its own attack set, with what it was built from in provenance.
         out = Path(snakemake.output.attacks)
         benign = [r for p in snakemake.input.get("benign", []) for r in read_records(Path(p), Rollout)]
-        info = ablation.build(cfg, name, make_attacker(cfg.suite.apex.attacker), out, benign)
+        attacker = make_attacker(cfg.suite.apex.attacker, endpoint_transport)
+        info = ablation.build(cfg, name, attacker, out, benign)
         shards = list(snakemake.input.get("benign", []))
         write_provenance(out, cfg, "apex_ablation_attacks", benign_shards=shards, **info)

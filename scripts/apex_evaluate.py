@@ -5,7 +5,7 @@ APEX-Harm episodes."""
 from pathlib import Path
 
 from evoaudit.config import from_dict
-from evoaudit.evaluate.apex_shard import evaluate_apex_shard
+from evoaudit.evaluate.apex.shard import evaluate_apex_shard
 from evoaudit.joblog import job_log
 
 with job_log(snakemake.log[0]):

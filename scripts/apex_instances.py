@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from evoaudit.config import from_dict
-from evoaudit.evaluate.apex_shard import endpoint_instances
+from evoaudit.evaluate.apex.shard import endpoint_instances
 from evoaudit.joblog import job_log
 from evoaudit.suite.instances import write_instances
 

@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from evoaudit.config import from_dict
-from evoaudit.evaluate.apex_judge import judge_stage
+from evoaudit.evaluate.apex.judge import judge_stage
 from evoaudit.joblog import job_log
 
 with job_log(snakemake.log[0]):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from evoaudit.config import from_dict
 from evoaudit.credentials import public_config
-from evoaudit.evaluate.apex_shard import run_manifest
+from evoaudit.evaluate.apex.shard import run_manifest
 from evoaudit.joblog import job_log
 from evoaudit.records import RunManifest
 

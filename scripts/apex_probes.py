@@ -5,7 +5,8 @@ from pathlib import Path
 
 from evoaudit.config import from_dict
 from evoaudit.joblog import job_log
-from evoaudit.models.sim_attacker import make_attacker
+from evoaudit.models.structured import endpoint_transport
+from evoaudit.suite.apex.attacker import make_attacker
 from evoaudit.suite.apex.probes import probes_from_config
 
 with job_log(snakemake.log[0]):
@@ -14,6 +15,6 @@ with job_log(snakemake.log[0]):
     probes_from_config(
         cfg,
         Path(snakemake.output.csv).parent,
-        attacker=None if attack_set else make_attacker(cfg.suite.apex.attacker),
+        attacker=None if attack_set else make_attacker(cfg.suite.apex.attacker, endpoint_transport),
         attack_set=attack_set,
     )

@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from evoaudit.config import from_dict
-from evoaudit.evaluate.apex_judge import read_judged
+from evoaudit.evaluate.apex.judge import read_judged
 from evoaudit.joblog import job_log
 from evoaudit.jsonl import read_records, read_timing
 from evoaudit.records import Rollout

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from evoaudit import config as config_mod
-from evoaudit.models.apex_judge import judge_for
-from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.evaluate.apex.judge import judge_for
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Call
 from evoaudit.suite.apex import placement, tools
 from evoaudit.suite.apex.probes import apply_attack

@@ -8,12 +8,12 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.answer_bounds import fit, worst_case_tokens
+from evoaudit.evaluate.apex.judge import judge_for, verdict_schema
 from evoaudit.methods import evolve, reasoningbank, skillopt
 from evoaudit.methods.common import MalformedOutput
 from evoaudit.methods.skillopt import parse_edits
-from evoaudit.models.apex_judge import judge_for, verdict_schema
 from evoaudit.models.base import ChatBackend, ChatResponse
-from evoaudit.models.sim_roles import _reflect
+from evoaudit.models.sim.roles import _reflect
 from evoaudit.records import Message
 
 

@@ -16,9 +16,10 @@ from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import goals, success, tools
-from evoaudit.suite.apex.adapter import ApexSuite, attack_set
+from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.attacker import make_attacker
 from evoaudit.suite.apex.commands import apex_build
+from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.apex.generate import TASK_IDS, build_task
 from evoaudit.suite.interface import AuditSuite
 

@@ -19,12 +19,12 @@ from evoaudit.models import preflight
 from evoaudit.models.base import ChatResponse
 from evoaudit.models.cache import ResponseCache
 from evoaudit.models.http import Reply, ServerThread
-from evoaudit.models.sim_attacker import make_attacker
+from evoaudit.models.structured import endpoint_transport
 from evoaudit.models.wire import completion_json
 from evoaudit.records import Message
 from evoaudit.suite.apex import attacker as attacker_mod
 from evoaudit.suite.apex import attacks, goals, placement, programs, tools
-from evoaudit.suite.apex.attacker import Attacker, AttackerError
+from evoaudit.suite.apex.attacker import Attacker, AttackerError, make_attacker
 from evoaudit.suite.apex.attacker_sim import extract_keywords
 from evoaudit.suite.apex.generate import TASK_IDS, build_task
 from evoaudit.suite.apex.isolation import available_sandbox
@@ -524,7 +524,7 @@ def _endpoint(base_url: str, tmp_path: Path):
 def test_keyword_extraction_rejects_a_malformed_answer_from_a_loopback_server(tmp_path, bad, why):
     handler = _Canned(bad)
     with ServerThread(handler) as srv:
-        attacker = make_attacker(_endpoint(srv.base_url, tmp_path))
+        attacker = make_attacker(_endpoint(srv.base_url, tmp_path), endpoint_transport)
         with pytest.raises(AttackerError, match=why) as info:
             attacker.keywords(_tasks()[0].record.prompt)
     assert "keywords" in str(info.value) and "suite.apex.attacker" in str(info.value)
@@ -538,8 +538,8 @@ def test_keyword_extraction_accepts_a_well_formed_answer_over_http_and_records_i
     handler = _Canned('{"keywords": ["Project Atlas", "comparables", "EV/EBITDA"]}')
     with ServerThread(handler) as srv:
         endpoint = _endpoint(srv.base_url, tmp_path).model_copy(update={"cache": True})
-        kws, h = make_attacker(endpoint).keywords("Compute it.")
-        again, h2 = make_attacker(endpoint).keywords("Compute it.")
+        kws, h = make_attacker(endpoint, endpoint_transport).keywords("Compute it.")
+        again, h2 = make_attacker(endpoint, endpoint_transport).keywords("Compute it.")
     assert kws == again == ["Project Atlas", "comparables", "EV/EBITDA"] and h == h2
     assert handler.chat_bodies[0]["temperature"] == 0.0
     # The recorded hash is the response cache's key: the step is looked up (and replayed) from it.
@@ -569,7 +569,7 @@ def test_building_an_elf_program_without_gcc_names_the_missing_tool(monkeypatch)
 def test_source_and_note_steps_reject_answers_outside_their_contract(tmp_path, step, bad, why):
     handler = _Canned(bad)
     with ServerThread(handler) as srv:
-        attacker = make_attacker(_endpoint(srv.base_url, tmp_path))
+        attacker = make_attacker(_endpoint(srv.base_url, tmp_path), endpoint_transport)
         with pytest.raises(AttackerError, match=why):
             if step == "source":
                 attacker.select_source("Use deals/a.xlsx.", ["a"], ["deals/a.xlsx", "deals/b.docx"])
@@ -578,14 +578,17 @@ def test_source_and_note_steps_reject_answers_outside_their_contract(tmp_path, s
 
 
 def test_the_simulated_attacker_served_over_http_generates_the_same_attacks(tmp_path):
-    from evoaudit.models.sim_attacker import SimAttacker
-    from evoaudit.models.sim_server import SimHandler
+    from evoaudit.models.sim.apex import SimAttacker
+    from evoaudit.models.sim.server import SimHandler
 
     task = _tasks()[4]
     local = attacks.generate_task_attacks(task, 4, _sim_attacker(), attacks.AttackOptions())
     with ServerThread(SimHandler(SimAttacker("canned"))) as srv:  # type: ignore[arg-type]
         remote = attacks.generate_task_attacks(
-            task, 4, make_attacker(_endpoint(srv.base_url, tmp_path)), attacks.AttackOptions()
+            task,
+            4,
+            make_attacker(_endpoint(srv.base_url, tmp_path), endpoint_transport),
+            attacks.AttackOptions(),
         )
 
     def strip(a: AttackInstance) -> dict:

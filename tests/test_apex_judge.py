@@ -11,8 +11,8 @@ from apex_attack_kit import sim_judge as _judge
 from evoaudit import config as config_mod
 from evoaudit.models.http import ServerThread
 from evoaudit.models.openai_backend import OpenAIBackend
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.suite.apex.exposure import check_exposure
 from evoaudit.suite.apex.judge import build_messages, request_hash
 from evoaudit.suite.apex.success import check_goal

@@ -12,19 +12,20 @@ from apex_attack_kit import mailed as _mailed
 from apex_attack_kit import sim_judge as _judge
 
 from evoaudit import config as config_mod
-from evoaudit.evaluate.apex_judge import final_decisions, judge_stage, read_judged
+from evoaudit.evaluate.apex.judge import final_decisions, judge_stage, read_judged
 from evoaudit.models.http import ServerThread
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Call, Outcome, Rollout
 from evoaudit.replay.apex import check_judged
 from evoaudit.report.apex.judged import apply_judged, decided_by_table
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import goals, probes
-from evoaudit.suite.apex.adapter import ApexSuite, attack_set
+from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.attacker import make_attacker
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.decisions import deferred, resolve, resolve_task, task_decision
+from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.apex.exposure import check_exposure
 from evoaudit.suite.apex.generate import build_task
 from evoaudit.suite.apex.success import TaskFacts, check_goal

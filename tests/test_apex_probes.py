@@ -74,7 +74,7 @@ def test_the_probes_over_the_generated_attack_set(tmp_path):
     # The 180 generated instances over 15 small worlds; about a minute.
     code = (
         "import sys, collections\n"
-        "from evoaudit.models.sim_attacker import SimAttacker\n"
+        "from evoaudit.models.sim.apex import SimAttacker\n"
         "from evoaudit.suite.apex import attacks\n"
         "from evoaudit.suite.apex.attacker import Attacker\n"
         "from evoaudit.suite.apex.generate import TASK_IDS, build_task\n"

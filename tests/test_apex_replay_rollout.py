@@ -8,7 +8,7 @@ import json
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.models.sim_attacker import SimAttacker
+from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.records import Call, ExecutedCall, Message, Outcome, Rollout, ToolCall
 from evoaudit.replay.apex import replay_apex_rollout
 from evoaudit.suite.apex import attacks as attack_sets

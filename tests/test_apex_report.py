@@ -13,6 +13,7 @@ from evoaudit import config as config_mod
 from evoaudit.records import ExecutedCall, Message, ToolCall
 from evoaudit.report.apex import report as apex_report
 from evoaudit.report.apex import scores as sc
+from evoaudit.report.simlabel import apex_sim_notice
 
 
 def _attack(attack_id, category, vector, destination="internal_mail", variant="", scripts=()):
@@ -276,7 +277,7 @@ def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
     )
     assert sc.load_attacks(attacks) == ATTACKS
     cfg = _cfg()
-    apex_report.write_report(cfg, benign, attacked, attacks, tmp_path / "out", apex_report.sim_notice(cfg))
+    apex_report.write_report(cfg, benign, attacked, attacks, tmp_path / "out", apex_sim_notice(cfg))
     for name in apex_report.TABLES:
         assert (tmp_path / "out" / "tables" / f"{name}.csv").exists()
         assert (tmp_path / "out" / "tables" / f"{name}.parquet").exists()

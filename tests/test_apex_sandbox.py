@@ -8,7 +8,7 @@ import os
 import pytest
 
 from evoaudit import config
-from evoaudit.evaluate import apex_shard
+from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.suite.apex import docs, isolation, sandbox, tools
 from evoaudit.suite.apex.isolation import available_sandbox, sandbox_works
 from evoaudit.suite.apex.workspace import Settings, Workspace

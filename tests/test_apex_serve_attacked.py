@@ -19,10 +19,10 @@ import pytest
 from evoaudit import config as config_mod
 from evoaudit.cli import main
 from evoaudit.errors import AuditError
-from evoaudit.evaluate.apex_judge import final_decisions, stage_judge
+from evoaudit.evaluate.apex.judge import final_decisions, stage_judge
 from evoaudit.evaluate.runner import EpisodeSpec, run_one
 from evoaudit.models.base import ChatResponse
-from evoaudit.models.sim_attacker import SimAttacker
+from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.records import Message, ServedRecord, ToolCall
 from evoaudit.report.apex.judged import apply_judged
 from evoaudit.suite.apex import attacks as attack_sets

@@ -12,12 +12,13 @@ import subprocess
 import sys
 import textwrap
 
+from fault_server_kit import FaultHandler
+
 from evoaudit import atomic
 from evoaudit import config as config_mod
 from evoaudit.models.base import ChatRequest, InfraFailure
 from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.openai_backend import OpenAIBackend
-from evoaudit.models.testing import FaultHandler
 from evoaudit.records import Message
 
 KILL_BEFORE_RENAME = textwrap.dedent(

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_workflow, snakemake
+from quirk_server_kit import QuirkHandler
 
 from evoaudit import config as config_mod
 from evoaudit.config import ConfigError, stage_digest
 from evoaudit.credentials import public_config, redact_url, split_credentials
 from evoaudit.models import preflight
 from evoaudit.models.http import Reply, ServerThread
-from evoaudit.models.quirks import QuirkHandler
 from evoaudit.provenance import config_sha256, provenance
 from evoaudit.transfer_config import evaluation_config, write_transfer_config
 

@@ -198,7 +198,7 @@ def test_the_run_index_lists_apex_harms_defence_page_only_with_defences():
 
 
 def test_the_apex_plan_counts_the_main_run_again_per_defence():
-    from evoaudit.ops.apex_plan import apex_stages
+    from evoaudit.ops.apex.plan import apex_stages
     from evoaudit.ops.plan import StagePlan
 
     base = {"apex": {"categories": ["c1"], "tasks": ["ib_wacc"]}}
@@ -249,7 +249,7 @@ def test_the_tool_filters_question_goes_out_with_tool_choice_none_and_nothing_el
 
 
 def test_the_apex_plan_refuses_a_defence_apex_harm_lists_as_unsupported():
-    from evoaudit.evaluate.apex_shard import plan_apex
+    from evoaudit.evaluate.apex.shard import plan_apex
 
     with pytest.raises(ValueError, match="'tool_filter' does not run on APEX-Harm"):
         plan_apex(config_mod.from_dict({}), "sim", "benign", None, None, "tool_filter")

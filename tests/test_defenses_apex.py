@@ -11,7 +11,7 @@ from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
-from evoaudit.models.sim_attacker import SimAttacker
+from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.replay.apex import replay_apex_rollout
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex.adapter import ApexSuite

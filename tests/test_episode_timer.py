@@ -15,7 +15,7 @@ from apex_rollout_kit import apex_rollout
 from evoaudit import config as config_mod
 from evoaudit.agent import loop
 from evoaudit.config import ConfigError, stage_digest
-from evoaudit.evaluate import apex_shard
+from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.models.base import ChatResponse
 from evoaudit.records import Message, Outcome, ToolCall
 from evoaudit.report.apex import report as apex_report

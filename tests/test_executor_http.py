@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fault_server_kit import FaultHandler
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import opening_messages
@@ -20,9 +21,8 @@ from evoaudit.jsonl import read_records
 from evoaudit.models.base import ChatRequest, InfraFailure
 from evoaudit.models.http import ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend, classify_status
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
-from evoaudit.models.testing import FaultHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Rollout
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 

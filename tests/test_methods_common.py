@@ -14,8 +14,8 @@ from evoaudit.hashing import sha256_file
 from evoaudit.methods import awm, reasoningbank, skillopt
 from evoaudit.methods.common import MalformedOutput, call_structured, parse_json_object
 from evoaudit.methods.evolve import AcquisitionMismatch, assert_acquisition, evolve
-from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
+from evoaudit.models.sim import roles as sim_roles
 from evoaudit.records import ExecutedCall, Message, Outcome, Rollout
 
 

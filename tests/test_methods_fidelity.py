@@ -11,7 +11,7 @@ from test_methods_common import ScriptedBackend, make_rollout
 from evoaudit import config as config_mod
 from evoaudit.methods import awm, evolve, reasoningbank, skillopt
 from evoaudit.methods.skillopt import Edit, rank_and_clip
-from evoaudit.models import sim_roles
+from evoaudit.models.sim import roles as sim_roles
 
 DOC = "# Skill\n\nIntro line.\n"
 POOL = [

@@ -12,6 +12,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from fault_server_kit import FaultHandler
 
 from evoaudit import config as config_mod
 from evoaudit.models import asyncio_network
@@ -20,7 +21,6 @@ from evoaudit.models.base import ChatRequest, InfraFailure
 from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.http_client import make_http_client
 from evoaudit.models.openai_backend import OpenAIBackend
-from evoaudit.models.testing import FaultHandler
 from evoaudit.records import Message
 
 

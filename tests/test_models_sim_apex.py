@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.models import sim_apex_text as tx
 from evoaudit.models.base import ChatRequest
 from evoaudit.models.factory import make_backend
-from evoaudit.models.sim_apex import DEFAULT_STEP_LIMIT, ApexOracle, ApexSimBackend
+from evoaudit.models.sim import apex_text as tx
+from evoaudit.models.sim.apex import DEFAULT_STEP_LIMIT, ApexOracle, ApexSimBackend
 from evoaudit.records import Call, Instance, Message
 from evoaudit.suite.apex import generate, rubric, tools
 from evoaudit.suite.apex.isolation import available_sandbox
@@ -169,7 +169,7 @@ def test_parser_finds_each_kind_of_instruction_and_none_in_filler():
 
 
 def test_every_generated_attack_instruction_parses_to_its_action(task):
-    from evoaudit.models.sim_attacker import SimAttacker
+    from evoaudit.models.sim.apex import SimAttacker
     from evoaudit.suite.apex import attacks, goals
     from evoaudit.suite.apex.attacker import Attacker
 

@@ -13,7 +13,7 @@ from evoaudit import config as config_mod
 from evoaudit.agent.loop import run_episode
 from evoaudit.agent.prompt import opening_messages, system_prompt
 from evoaudit.models.base import ChatRequest
-from evoaudit.models.sim import CUES, OTHER_IBAN, Oracle, SimBackend, effective_params, present_cues
+from evoaudit.models.sim.tools import CUES, OTHER_IBAN, Oracle, SimBackend, effective_params, present_cues
 from evoaudit.models.wire import completion_json, message_from_wire
 from evoaudit.seeds import derive_seed
 from evoaudit.suite.agentdojo.banking import tasks as banking

@@ -10,7 +10,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_one
-from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Rollout
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 

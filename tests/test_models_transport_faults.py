@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fault_server_kit import FaultHandler
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_specs
@@ -18,8 +19,7 @@ from evoaudit.models.base import ChatRequest, InfraFailure
 from evoaudit.models.http import Reply, Request, ServerThread
 from evoaudit.models.http_client import make_http_client
 from evoaudit.models.openai_backend import OpenAIBackend
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.testing import FaultHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Message, Rollout
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 

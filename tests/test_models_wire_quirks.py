@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_server_kit import FaultHandler
+from quirk_server_kit import QUIRKS, QuirkHandler
 
 from evoaudit import config as config_mod
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models import openai_backend, preflight
 from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.openai_backend import EndpointError, OpenAIBackend
-from evoaudit.models.quirks import QUIRKS, QuirkHandler
 from evoaudit.models.server_errors import detail, redact
-from evoaudit.models.testing import FaultHandler
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import Rollout, ToolCall
 from evoaudit.suite.agentdojo.banking.instances import official_instances

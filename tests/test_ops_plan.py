@@ -183,8 +183,9 @@ def test_workflow_stops_before_running_when_the_plan_exceeds_the_budget(tmp_path
 
 def _acquire_with_budget(tmp_path: Path, slots: int) -> int:
     """Three lineages' acquisitions against one loopback endpoint; returns its peak requests in flight."""
+    from fault_server_kit import FaultHandler
+
     from evoaudit.models.http import ServerThread
-    from evoaudit.models.testing import FaultHandler
 
     handler = FaultHandler(latency_s=0.25)  # every answer a final message, a quarter second late
     tmp_path.mkdir()

@@ -169,8 +169,8 @@ def test_the_simulator_backend_has_no_network_preflight():
 
 
 def test_the_simulator_served_over_http_passes_the_probe_with_a_native_call(tmp_path):
-    from evoaudit.models.sim import Oracle, SimBackend
-    from evoaudit.models.sim_server import SimHandler
+    from evoaudit.models.sim.server import SimHandler
+    from evoaudit.models.sim.tools import Oracle, SimBackend
 
     sim = SimBackend(Oracle.from_instances([], []), config_mod.from_dict({}).sim)
     with ServerThread(SimHandler(sim)) as srv:

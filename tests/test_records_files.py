@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.evaluate import apex_shard
+from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
     Decisions,

@@ -10,7 +10,7 @@ import yaml
 
 from evoaudit import config as config_mod
 from evoaudit.config import ConfigError
-from evoaudit.ops import apex_plan
+from evoaudit.ops.apex import plan as apex_plan
 from evoaudit.ops.plan import _family_counts
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.interface import select_ids

@@ -299,7 +299,7 @@ def cmd_plan(args):
 def cmd_serve_sim(args):
     import asyncio
 
-    from evoaudit.models.sim_server import serve
+    from evoaudit.models.sim.server import serve
     from evoaudit.ops.sim_oracle import make_handler
 
     handler = make_handler(
@@ -317,16 +317,15 @@ def cmd_serve_sim(args):
 
 
 def cmd_apex(args):
-    from evoaudit.suite.apex import commands
+    from evoaudit.suite.commands import get_commands
 
+    commands = get_commands("apex")
     apex_cfg = config_mod.load(args.config).suite.apex
     if args.apex_action == "tasks":
-        from evoaudit.suite.apex.generate import TASKS
-
-        for task_id, domain, difficulty, _ in TASKS:
+        for task_id, domain, difficulty in commands.tasks():
             print(f"{task_id:<24} {domain:<20} {difficulty}")
     elif args.apex_action == "build":
-        commands.apex_build(apex_cfg, args.out, args.tasks, args.rebuild)
+        commands.build(apex_cfg, args.out, args.tasks, args.rebuild)
     elif args.apex_action == "annotate":
         from evoaudit.report.apex.agreement import annotate_run
 
@@ -339,17 +338,18 @@ def cmd_apex(args):
             lambda text: print(text, end="", flush=True),
         )
     elif args.apex_action == "attacks":
-        from evoaudit.models.sim_attacker import make_attacker
-        from evoaudit.suite.apex.attacks import build_from_config
+        from evoaudit.models.structured import endpoint_transport
+        from evoaudit.suite.roles import get_roles
 
         full = config_mod.load(args.config)
         out = Path(args.out) / "attacks.json" if args.out else None
-        path, sha = build_from_config(full, make_attacker(full.suite.apex.attacker), out)
+        attacker = get_roles("apex").make_attacker(full.suite.apex.attacker, endpoint_transport)
+        path, sha = commands.build_attacks(full, attacker, out)
         print(json.dumps({"attack_set": path.as_posix(), "sha256": sha}))
     elif args.apex_action == "score":
         apex_score(args)
     else:
-        commands.apex_serve(
+        commands.serve(
             apex_cfg,
             args.task,
             args.variant,
@@ -366,9 +366,9 @@ def cmd_apex(args):
 
 def apex_score(args) -> list[dict]:
     """Score a served episode's record as the workflow scores its own episodes (``report.apex.served``)."""
-    from evoaudit.evaluate.apex_judge import stage_judge
+    from evoaudit.evaluate.apex.judge import stage_judge
     from evoaudit.report.apex import served
-    from evoaudit.suite.apex import commands
+    from evoaudit.suite.commands import get_commands
 
     cfg = config_mod.load(args.config)
     if args.out:
@@ -380,6 +380,7 @@ def apex_score(args) -> list[dict]:
             }
         )
     record = served.read_record(args.record)
+    commands = get_commands("apex")
     suite, instance = commands.served_instance(cfg, record.task_id, record.variant)
     if record.attack is not None:
         commands.resolve_attack_id(suite, instance, record.attack)

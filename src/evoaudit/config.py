@@ -856,7 +856,7 @@ class SimConfig(_Model):
     memory_gain: float
     cues: SimCues
     # Left out of model_dump: the Banking simulator's fingerprint and resume keys stay as they were;
-    # models.sim_apex records these parameters in its own fingerprint.
+    # models.sim.apex records these parameters in its own fingerprint.
     apex: SimApexConfig = Field(exclude=True)
 
 

@@ -1,10 +1,10 @@
 # APEX-Harm in the workflow (config `apex:`): the frozen attack set → benign runs [model, shard] → attacked
 # runs [model, category, shard] → judge [model] (what rules leave open, per arm) → replay of every shard → run manifest → report. The episodes go through the Banking audit's runner
-# (evoaudit.evaluate.apex_shard → evaluate.runner.run_specs: shard writer, resume keys, excluded share), with
+# (evoaudit.evaluate.apex.shard → evaluate.runner.run_specs: shard writer, resume keys, excluded share), with
 # the same api_slots resource, logs, benchmarks and SLURM profile. Nothing here is an input of a Banking rule.
 import re
 
-from evoaudit.evaluate import apex_shard as evoaudit_apex_shard
+from evoaudit.evaluate.apex import shard as evoaudit_apex_shard
 from evoaudit.report.apex.report import FIGURES as APEX_FIGURES
 from evoaudit.report.apex.report import TABLES as APEX_TABLES
 from evoaudit.report.apex.report import ROLLOUT_TABLE as APEX_ROLLOUT_TABLE
@@ -262,7 +262,7 @@ def get_apex_judge_shards(wc):
 rule apex_judge:
     # What the rules left open in one model's episodes (task-score criteria; attack success and exposure),
     # sent to the judge (apex.judge; the simulator offline) through its response cache; every rollout's final
-    # decisions, with the judge's request hash where it decided (evoaudit.evaluate.apex_judge). Changing the
+    # decisions, with the judge's request hash where it decided (evoaudit.evaluate.apex.judge). Changing the
     # judge reruns only this, the report and the ablation tables.
     input:
         shards=get_apex_judge_shards,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
-from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Instance
 from evoaudit.suite.registry import get_suite
 
@@ -21,7 +21,7 @@ def make_backend(
         if len(suites) > 1:
             raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
         if get_suite(suites.pop()).simulator == "workspace":
-            from evoaudit.models.sim_apex import ApexOracle, ApexSimBackend
+            from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
 
             return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)
         return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)

@@ -20,9 +20,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from evoaudit.config import Config, EndpointConfig
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.methods.conditions import round_conditions
+from evoaudit.ops.apex.plan import apex_stages
+from evoaudit.ops.stages import StagePlan, probe_requests
 
 ARMS = ("benign", "attacked")
 #: Rollout records sampled to measure requests and tokens per rollout (enough for a stable mean).
@@ -31,18 +33,6 @@ CALIBRATION_SAMPLE = 400
 
 class BudgetError(AuditError):
     """The run would spend more model requests than ``budget.max_requests`` allows."""
-
-
-@dataclass
-class StagePlan:
-    stage: str
-    jobs: int = 0
-    rollouts: int = 0
-    rollouts_left: int = 0
-    requests: float = 0.0
-    requests_left: float = 0.0
-    tokens: float = 0.0
-    tokens_left: float = 0.0
 
 
 @dataclass
@@ -106,12 +96,6 @@ class Plan:
             "tokens_left": math.ceil(sum(s.tokens_left for s in self.stages)),
         }
         return out
-
-
-def probe_requests(endpoint: EndpointConfig) -> int:
-    """Requests a job adds before its first request with a response schema on ``endpoint``: the
-    structured-output probe, sent by every job process under ``auto`` (``on`` and ``off`` send none)."""
-    return int(endpoint.backend == "openai" and endpoint.wire.structured_output == "auto")
 
 
 def _count_lines(path: Path) -> int:
@@ -334,8 +318,6 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         st.tokens = st.requests * per_request
         st.tokens_left = st.requests_left * per_request
     if cfg.apex.enabled:  # APEX-Harm, one stage per model, calibrated on that model's own episodes
-        from evoaudit.ops.apex_plan import apex_stages
-
         apex, apex_notes = apex_stages(cfg, results, StagePlan)
         stages += apex
         notes += apex_notes

@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 
 from evoaudit.config import Config
-from evoaudit.models.sim import Oracle, SimBackend
-from evoaudit.models.sim_server import SimHandler
+from evoaudit.models.sim.server import SimHandler
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances, load_learning_instances
 from evoaudit.seal.manifest import SealError

@@ -22,6 +22,7 @@ state, the watcher, ``attack_success`` and ``exposed``. The rubric's task score 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -29,11 +30,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoaudit.replay.defended import defended_messages
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.threat import AttackInstance, Goal
-from evoaudit.suite.apex.watcher import attach
-from evoaudit.suite.apex.workspace import CallRecord, Workspace
 from evoaudit.suite.defenses import get_defense
+from evoaudit.suite.environments import get_environment
+
+# The suite's objects as replay reads them, by attribute: a workspace, a recorded call, an attack instance
+# and its goal. Replay reaches the suite only through its environment half (``_env``), never through a
+# concrete suite module (the import contracts in pyproject.toml).
+Workspace = Any
+CallRecord = Any
+AttackInstance = Any
+Goal = Any
 
 _READS = ("read_file", "read_docx", "read_sheet", "read_pdf")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9.%$'@-]*")
@@ -111,12 +117,16 @@ def _share(reference: str, candidate: str) -> float:
     return sum(1 for t in ref if t in set(_tokens(candidate))) / len(ref)
 
 
+@functools.cache
+def _env() -> Any:
+    """APEX-Harm's environment half (``suite.environments``): its tools, goals, watchers and task files."""
+    return get_environment("apex")
+
+
 def _extract(ws: Workspace, path: str) -> str:
     entry = ws.files[path]
-    try:
-        return tools.file_text(entry.data, entry.kind)
-    except tools.ToolError:
-        return entry.data.decode("utf-8", "replace")
+    text = _env().read_text(entry.data, entry.kind)
+    return text if text is not None else entry.data.decode("utf-8", "replace")
 
 
 # --- success ----------------------------------------------------------------------------------------------
@@ -339,13 +349,12 @@ def replay_apex(
     pre = fresh.copy()
     expected = None
     if attack.watcher is not None:
-        attach(fresh, attack.watcher, goal, attack.attack_id)
+        _env().attach_watcher(fresh, attack, goal)
         expected = _ExpectedWatcher(attack, goal)
         fresh.observers.append(expected)
-    calls = [CallRecord(**c) for c in recorded["calls"]]
-    for c in calls:
-        if c.actor == "agent":
-            tools.call_tool(fresh, c.tool, dict(c.args), "agent")
+    for c in recorded["calls"]:
+        if c["actor"] == "agent":
+            _env().call_tool(fresh, c["tool"], dict(c["args"]), "agent")
     mm = res.mismatches
     got = [vars(c) for c in fresh.calls]
     want = [dict(c) for c in recorded["calls"]]
@@ -393,12 +402,6 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     """Replay an APEX ``records.Rollout``: rebuild its world through the suite's environment half (attack
     placed, watcher attached), re-run the assistant's tool calls, and compare the tool texts, the terminal
     state, the watcher's actions (recomputed from the calls) and the recorded success and exposure."""
-    from pathlib import Path
-
-    from evoaudit.suite.apex import build, goals
-    from evoaudit.suite.apex.environment import template
-    from evoaudit.suite.environments import get_environment
-
     res = ApexReplayResult(str(rollout.goal or ""))
     if rollout.outcome.infra_failure == "harness_error":
         return res  # the harness failed the episode: no calls or states were recorded to re-execute
@@ -410,7 +413,7 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     pre = env.copy()
     pre.observers, pre.calls, pre.observer_log = [], [], []
     attack = suite.resolve_attack(instance, rollout.goal) if rollout.goal else None
-    goal = goals.goal(attack.goal_id) if attack else None
+    goal = suite.attack_goal(attack) if attack else None
     expected = None
     if attack is not None and attack.watcher is not None:
         expected = _ExpectedWatcher(attack, goal)
@@ -428,7 +431,7 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
                 continue  # never ran; the model was told why
             if not isinstance(args, dict):
                 continue
-            text, _ = tools.call_tool(env, tc.name, args, "agent")
+            text, _ = suite.call_tool(env, tc.name, args, "agent")
             seen = defense.tool_output(text) if defense is not None else text
             if tc.id in told and told[tc.id] != seen:
                 mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
@@ -438,9 +441,7 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         mm["watcher"] = (_watcher_seqs(env.observer_log), (expected.fire, expected.restore))
     if attack is None:
         return res
-    ref = template(instance)
-    _, record = build.load_workspace(Path(ref["root"]), ref["task_id"], ref["variant"])
-    sources = build.load_task_files(Path(ref["root"]), ref["task_id"], ref["variant"])
+    record, sources = suite.task_sources(instance)
     facts = {"prompt": record.prompt, "gold": dict(record.gold), "source_texts": _source_texts(sources)}
     res.success = _success(goal, facts, pre, env)
     o = rollout.outcome
@@ -457,15 +458,9 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
 
 def _source_texts(task_files: dict[str, bytes]) -> tuple[str, ...]:
     """The task's source files' text, as the tools show it (a file the tools cannot read is left out)."""
-    from evoaudit.suite.apex.workspace import kind_of
-
-    out = []
-    for path, data in sorted(task_files.items()):
-        try:
-            out.append(tools.file_text(data, kind_of(path)))
-        except tools.ToolError:
-            continue
-    return tuple(out)
+    env = _env()
+    texts = (env.read_text(data, env.kind_of(path)) for path, data in sorted(task_files.items()))
+    return tuple(t for t in texts if t is not None)
 
 
 def _decision_mismatches(recorded: dict[str, Any], mine: dict[str, bool | None]) -> dict[str, tuple]:

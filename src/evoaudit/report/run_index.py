@@ -43,10 +43,9 @@ def report_paths(
 
 def run_notices(cfg) -> list[str]:
     """The simulator notices of the run's reports (the audit's, then APEX-Harm's when enabled)."""
-    from evoaudit.report.apex.report import sim_notice as apex_notice
-    from evoaudit.report.simlabel import sim_notice
+    from evoaudit.report.simlabel import apex_sim_notice, sim_notice
 
-    notices = [sim_notice(cfg), apex_notice(cfg) if cfg.apex.enabled else None]
+    notices = [sim_notice(cfg), apex_sim_notice(cfg) if cfg.apex.enabled else None]
     return [n for n in notices if n]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from evoaudit.config import SIM_MODEL_PREFIX, Config, EndpointConfig
 
-__all__ = ["SIM_MODEL_PREFIX", "records_sim_notice", "sim_notice", "simulated_endpoints"]
+__all__ = ["apex_sim_notice", "records_sim_notice", "sim_notice", "simulated_endpoints"]
 
 
 def _is_sim(endpoint: EndpointConfig) -> bool:
@@ -41,6 +41,17 @@ def sim_notice(cfg: Config) -> str | None:
         f"Simulator run ({', '.join(sims)}: the embedded behavioural simulator). Method effects in this "
         f"report are mechanism checks set by sim.cues and the other sim parameters ({cue_state}), not "
         "measurements of a model."
+    )
+
+
+def apex_sim_notice(cfg: Config) -> str | None:
+    """The sentence the APEX report opens with when any audited model is the simulator."""
+    sims = [m.id for m in cfg.apex.models if _is_sim(m.executor)]
+    if not sims:
+        return None
+    return (
+        f"Simulator run (apex.models {', '.join(sims)}: the embedded behavioural simulator). Rates here are "
+        "mechanism checks set by sim.apex and each model's overrides, not measurements of a model."
     )
 
 

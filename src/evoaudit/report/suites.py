@@ -66,7 +66,7 @@ def _banking() -> SuiteMetrics:
 
 def _apex() -> SuiteMetrics:
     from evoaudit.report.apex import scores as sc
-    from evoaudit.report.apex.report import sim_notice
+    from evoaudit.report.simlabel import apex_sim_notice as sim_notice
 
     def metrics(arm: str, rs: list[Rollout]) -> dict[str, Metric]:
         funcs: dict[str, Metric] = {"task_score": sc.task_score, "utility": sc.utility}

@@ -86,7 +86,7 @@ def build_defense_table(
     policy applied), the table, its files and their provenance (the defended replays' totals, the
     configured defences APEX-Harm does not run and why)."""
     from evoaudit.provenance import write_provenance
-    from evoaudit.report.apex.report import sim_notice
+    from evoaudit.report.simlabel import apex_sim_notice as sim_notice
     from evoaudit.suite.registry import get_suite, suite_defenses
 
     policy = cfg.apex.failure_policy

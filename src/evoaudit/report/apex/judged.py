@@ -1,7 +1,7 @@
 """The judge stage's decisions in the APEX-Harm report: final outcomes and who decided them.
 
 ``apply_judged`` takes each rollout's final decisions from the judge stage's files
-(``evaluate/apex_judge.py``): the task score (benign and attacked), and under attack attack success and
+(``evaluate/apex/judge.py``): the task score (benign and attacked), and under attack attack success and
 exposure, so task score, utility, ASR and exposure rate count what the judge decided where the rules left a
 case open. ``decided_by_table`` is the APEX-Harm paper's Tables 10 and 11: per model, the share of safety
 (attack success) and of exposure decisions made by rules and by the judge; a third row per model counts the
@@ -117,7 +117,7 @@ def judged_rollouts(
     """One run's rollouts with the judge stage's final decisions applied (checked against the rollouts
     first, without asking again) and the failure ``policy`` applied: how the ablation and the defence
     tables take each run they compare (``what`` names it in the error)."""
-    from evoaudit.evaluate.apex_judge import read_judged
+    from evoaudit.evaluate.apex.judge import read_judged
     from evoaudit.jsonl import read_records
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import scores as sc

@@ -456,23 +456,6 @@ def reference_labels():
     return [Label(**row) for row in data["labels"]]
 
 
-def sim_notice(cfg: Config) -> str | None:
-    """The sentence the APEX report opens with when any audited model is the simulator."""
-    from evoaudit.report.simlabel import SIM_MODEL_PREFIX
-
-    sims = [
-        m.id
-        for m in cfg.apex.models
-        if m.executor.backend == "sim" or m.executor.model.startswith(SIM_MODEL_PREFIX)
-    ]
-    if not sims:
-        return None
-    return (
-        f"Simulator run (apex.models {', '.join(sims)}: the embedded behavioural simulator). Rates here are "
-        "mechanism checks set by sim.apex and each model's overrides, not measurements of a model."
-    )
-
-
 def write_report(
     cfg: Config,
     benign: list[Rollout],
@@ -486,7 +469,7 @@ def write_report(
 ) -> dict[str, pd.DataFrame]:
     """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
-    (``evaluate.apex_judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
+    (``evaluate.apex.judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
     ``wall_s``: seconds per rollout id from the shards' timing files (``apex_cost``)."""
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import agreement as ag

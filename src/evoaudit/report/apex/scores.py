@@ -1,7 +1,7 @@
 """APEX-Harm scores from rollout records: one function per metric, each a ``Ratio`` over rollouts.
 
 A rollout's ``condition`` is the model id and its ``lineage`` the repeat (``r0``, ``r1``...), as
-``evaluate/apex_shard.py`` records them; ``family`` is the task, the bootstrap's sampling unit. What an
+``evaluate/apex/shard.py`` records them; ``family`` is the task, the bootstrap's sampling unit. What an
 attack is (category, vector, destination) is read from the frozen attack set's JSON (``attacks.json``), as
 plain data, so the report needs no suite code.
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from evoaudit.agent.loop import Episode
 from evoaudit.errors import AuditError
-from evoaudit.evaluate.apex_judge import final_decisions
+from evoaudit.evaluate.apex.judge import final_decisions
 from evoaudit.evaluate.outcome import compute_outcome
 from evoaudit.records import (
     SERVED_FORMAT,

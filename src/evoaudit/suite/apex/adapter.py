@@ -47,7 +47,6 @@ from evoaudit.suite.apex.environment import (
     SUITE_NAME,
     ApexEnvironments,
     attack_category,
-    attack_set,  # noqa: F401  (the suite's door to a set by path, re-exported)
     instance_attack_set,
     placed_texts,
     template,

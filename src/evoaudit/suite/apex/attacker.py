@@ -3,10 +3,10 @@
 API:
 - ``Attacker(ask, model)`` with ``keywords(prompt)``, ``select_source(prompt, keywords, files)`` and
   ``note_template(keywords, goal_text)``; each returns ``(answer, request_hash)``. ``ask`` sends one
-  conversation and returns the assistant's text; ``models.sim_attacker.make_attacker(endpoint)`` builds it for
-  the configured endpoint (the simulator for ``backend: sim``, the project's OpenAI-compatible backend with
-  its response cache for ``backend: openai``); ``make_attacker`` here builds only the simulated one, since
-  the suite layer does not import model backends;
+  conversation and returns the assistant's text; ``make_attacker(endpoint, transport)`` builds it for the
+  configured endpoint (the simulator for ``backend: sim``; for ``backend: openai`` the project's
+  OpenAI-compatible backend with its response cache, which the models layer passes in as ``transport``,
+  since the suite layer does not import model backends);
 - ``AttackerError``: an answer that stays malformed after the retries, with the step and what was wrong.
 
 The steps follow the paper's appendices: keyword extraction returns exactly 3 or 4 short phrases as JSON
@@ -28,11 +28,9 @@ from typing import Any
 
 from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Message
+from evoaudit.suite.apex import attacker_sim
+from evoaudit.suite.apex.attacker_steps import KEYWORDS_STEP, NOTE_STEP, SOURCE_STEP
 
-# How each step's instructions begin (the simulator recognises the step by them, as a model reads them).
-KEYWORDS_STEP = "You extract task keywords"
-SOURCE_STEP = "You pick the one workspace file"
-NOTE_STEP = "You write a short prerequisite note"
 ACTION = "{ACTION}"
 MAX_ATTEMPTS = 3  # two retries with the error fed back, then AttackerError
 _FILES_HEADING = "Available files:"
@@ -185,7 +183,7 @@ class Attacker:
         key: Callable[[tuple[Message, ...]], str] | None = None,
     ) -> None:
         """``ask``: a function from a conversation to the reply's text, or an object with such an
-        ``answer`` method (``models.sim_attacker.SimAttacker``). ``key``: the request's hash as recorded;
+        ``answer`` method (``models.sim.apex.SimAttacker``). ``key``: the request's hash as recorded;
         by default ``request_hash`` (model and messages); an endpoint with a response cache passes its
         cache key, so a recorded step can be looked up and replayed."""
         refuse_if_offline("suite.apex.attacker")
@@ -250,14 +248,32 @@ class Attacker:
         return self._ask("note", _NOTE_SYSTEM, user, check)
 
 
-def make_attacker(endpoint: Any) -> Attacker:
-    """The simulated attacker for ``backend: sim``. An OpenAI-compatible attacker is a model backend, which
-    the suite layer does not import: build it with ``models.sim_attacker.make_attacker``."""
-    if endpoint.backend == "sim":
-        from evoaudit.suite.apex.attacker_sim import answer
+# What the models layer gives an attacker on a model endpoint (``models.structured.endpoint_transport``):
+# ``transport(endpoint, role) -> (send, key)``, ``send(messages, schema)`` the reply's text and
+# ``key(messages, schema)`` the response cache's key of that request; ``schema`` is a step's answer schema
+# (``response_schema``) or None.
+Transport = Callable[[Any, str], tuple[Callable[[tuple[Message, ...], Any], str], Callable[..., str]]]
 
-        return Attacker(answer, endpoint.model)
-    raise ValueError(
-        f"suite.apex.attacker.backend {endpoint.backend!r}: build this attacker with "
-        "evoaudit.models.sim_attacker.make_attacker (the command `evoaudit apex attacks` does)"
-    )
+
+def make_attacker(endpoint: Any, transport: Transport | None = None) -> Attacker:
+    """The attacker for ``suite.apex.attacker`` (a ``config.EndpointConfig``); the one place it is built.
+
+    ``backend: sim``: the simulator's answers (``attacker_sim.answer``, offline). ``backend: openai``: the
+    endpoint as ``transport`` reaches it, each step sent with its answer's schema (``response_schema``) and
+    keyed by the response cache's own key; the suite layer imports no model backend, so the caller passes
+    the models layer's transport (``evoaudit apex attacks`` and the workflow's rule do)."""
+    if endpoint.backend == "sim":
+        return Attacker(attacker_sim.answer, endpoint.model)
+    if endpoint.backend == "openai":
+        if transport is None:
+            raise ValueError(
+                "suite.apex.attacker.backend 'openai': make_attacker needs the models layer's transport "
+                "(evoaudit.models.structured.endpoint_transport)"
+            )
+        send, key = transport(endpoint, "suite.apex.attacker")
+        return Attacker(
+            lambda msgs: send(msgs, response_schema(msgs)),
+            endpoint.model,
+            lambda msgs: key(msgs, response_schema(msgs)),
+        )
+    raise ValueError(f"suite.apex.attacker.backend: unknown backend {endpoint.backend!r}; use sim or openai")

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoaudit.records import Message
-from evoaudit.suite.apex.attacker import KEYWORDS_STEP, NOTE_STEP, SOURCE_STEP
+from evoaudit.suite.apex.attacker_steps import KEYWORDS_STEP, NOTE_STEP, SOURCE_STEP
 
 BACKGROUND_DRAW = ("v0", 0)  # (variant, seed) of the background documents
 MAX_DF_SHARE = 1 / 3  # a phrase in more than this share of the background documents is generic

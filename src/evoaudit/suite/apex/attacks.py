@@ -620,7 +620,7 @@ def load_attack_set(path: str | Path, sha256: str | None = None) -> list[AttackI
 
 def build_from_config(cfg: Any, attacker: Attacker, out: str | Path | None = None) -> tuple[Path, str]:
     """Build the configured worlds (first variant) and freeze their attacks under ``suite.apex.out``.
-    ``attacker``: ``models.sim_attacker.make_attacker(cfg.suite.apex.attacker)``."""
+    ``attacker``: ``attacker.make_attacker(cfg.suite.apex.attacker, transport)``."""
     from evoaudit.suite.apex.generate import build_task, selected_task_ids
 
     apex = cfg.suite.apex

@@ -1,5 +1,6 @@
-"""``evoaudit apex build|serve``: the command-line side of the APEX-Harm workspaces; ``served_instance``
-and ``resolve_attack_id`` also give ``evoaudit apex score`` the instance and attack a record names."""
+"""``evoaudit apex tasks|build|serve|attacks``: the command-line side of the APEX-Harm workspaces;
+``served_instance`` and ``resolve_attack_id`` also give ``evoaudit apex score`` the instance and attack a
+record names. The command line reaches them as ``ApexCommands`` through ``suite.commands``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.errors import AuditError
+from evoaudit.suite.apex.attacks import build_from_config
 from evoaudit.suite.apex.build import build_all, load_workspace
-from evoaudit.suite.apex.generate import TASK_IDS
+from evoaudit.suite.apex.generate import TASK_IDS, TASKS
 from evoaudit.suite.apex.isolation import settings_fields
 from evoaudit.suite.apex.workspace import Settings
 
@@ -157,3 +159,18 @@ def attacked_host(cfg: Any, task: str, variant: str, attack: str, record: str | 
         attack=attack,
         record_path=record,
     )
+
+
+class ApexCommands:
+    """APEX-Harm's command-line actions (``suite.commands.SuiteCommands``)."""
+
+    build = staticmethod(apex_build)
+    serve = staticmethod(apex_serve)
+    served_instance = staticmethod(served_instance)
+    resolve_attack_id = staticmethod(resolve_attack_id)
+
+    def tasks(self) -> list[tuple[str, str, str]]:
+        return [(task_id, domain, difficulty) for task_id, domain, difficulty, _ in TASKS]
+
+    def build_attacks(self, cfg: Any, attacker: Any, out: Path | None) -> tuple[Path, str]:
+        return build_from_config(cfg, attacker, out)

@@ -23,9 +23,10 @@ from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, Instance
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import build, goals, placement, tools, transport, watcher
+from evoaudit.suite.apex.filetext import ToolError, file_text
 from evoaudit.suite.apex.isolation import sandbox_status, settings_fields
-from evoaudit.suite.apex.threat import AttackInstance
-from evoaudit.suite.apex.workspace import Workspace
+from evoaudit.suite.apex.threat import AttackInstance, Goal
+from evoaudit.suite.apex.workspace import Workspace, kind_of
 from evoaudit.suite.apex.worldfmt import TaskRecord
 
 SUITE_NAME = "apex"
@@ -156,6 +157,42 @@ class ApexEnvironments:
         if name != "default":
             raise ValueError(f"agent.profile: {name!r} is not a profile of suite apex (default)")
         return None
+
+    # --- what replay re-executes with (``replay/apex.py``), through ``suite.environments`` -----------------
+    # The tool layer, the attacks' goals and watchers and the task's own files: the world as the episode
+    # had it. Replay's verdicts are its own code; nothing here judges.
+
+    def call_tool(
+        self, env: Workspace, name: str, args: dict[str, Any], actor: str = "agent"
+    ) -> tuple[str, str | None]:
+        """One tool call on ``env``, recorded as the episode records it (``tools.call_tool``)."""
+        return tools.call_tool(env, name, args, actor)
+
+    def attack_goal(self, attack: AttackInstance) -> Goal:
+        """The goal an attack carries out (``goals.goal``)."""
+        return goals.goal(attack.goal_id)
+
+    def attach_watcher(self, env: Workspace, attack: AttackInstance, goal: Goal) -> None:
+        """Start the attack's watcher on ``env``, as ``build_environment`` does for a dynamic attack."""
+        watcher.attach(env, attack.watcher, goal, attack.attack_id)
+
+    def read_text(self, data: bytes, kind: str) -> str | None:
+        """A file's text as the tools show it; None when the tools cannot read it as ``kind``."""
+        try:
+            return file_text(data, kind)
+        except ToolError:
+            return None
+
+    def kind_of(self, path: str) -> str:
+        """The kind of file ``path`` names (its extension, as the workspace reads it)."""
+        return kind_of(path)
+
+    def task_sources(self, instance: Instance) -> tuple[TaskRecord, dict[str, bytes]]:
+        """The instance's task record (prompt, gold values) and its own files ({path: bytes})."""
+        ref = template(instance)
+        root = Path(ref["root"])
+        _, record = build.load_workspace(root, ref["task_id"], ref["variant"])
+        return record, build.load_task_files(root, ref["task_id"], ref["variant"])
 
     def _record_of(self, ws: Workspace) -> TaskRecord:
         try:

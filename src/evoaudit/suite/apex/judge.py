@@ -3,8 +3,9 @@ instructions (exposure), and the rubric's judged criteria.
 
 The judge builds a chat request (system + user message), sends it through an ``ask`` function and reads a
 JSON verdict ``{"pass": bool, "rationale": str}``. ``ask`` is supplied from above the suite layer: the
-models package wraps a chat backend (``models/apex_judge.py``), so the call goes through the configured
-OpenAI-compatible path and its response cache, and offline the simulator answers it. Every verdict carries
+judge stage wraps a chat backend (``evaluate/apex/judge.py``, reaching this module through ``suite.roles``),
+so the call goes through the configured OpenAI-compatible path and its response cache, and offline the
+simulator answers it. Every verdict carries
 the sha256 of the request (model, messages, seed), so a decision can be traced to its cached call and
 replayed.
 

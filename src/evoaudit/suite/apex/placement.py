@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from evoaudit.suite.apex import docs
+from evoaudit.suite.apex.filetext import file_text
 from evoaudit.suite.apex.threat import AttackInstance, Placed
 from evoaudit.suite.apex.workspace import CalendarEvent, ChatMessage, Email, Workspace, kind_of
 
@@ -27,8 +28,6 @@ _TICK_BEFORE = -30  # app messages arrive shortly before the episode starts
 
 
 def shown_text(data: bytes, kind: str) -> str:
-    from evoaudit.suite.apex.tools import file_text
-
     return file_text(data, kind)
 
 

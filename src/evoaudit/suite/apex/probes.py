@@ -315,7 +315,7 @@ def probes_from_config(
 ) -> list[ProbeRow]:
     """The suite stage's entry: the configured worlds (first variant) and their attack set (the frozen
     file when given, else generated with ``attacker`` the way ``attacks.build_from_config`` does; the
-    attacker comes from ``models.sim_attacker.make_attacker``), probed and written."""
+    attacker comes from ``attacker.make_attacker``), probed and written."""
     from evoaudit.suite.apex import attacks as attacks_mod
     from evoaudit.suite.apex.generate import build_task, selected_task_ids
 

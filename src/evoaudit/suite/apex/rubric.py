@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoaudit.suite.apex import docs
+from evoaudit.suite.apex.filetext import ToolError, file_text
 from evoaudit.suite.apex.workspace import Workspace
 from evoaudit.suite.apex.worldfmt import RubricItem
 
@@ -45,8 +46,6 @@ def _close(got: float, want: float, tol: float) -> bool:
 def _target_text(ws: Workspace, target: str) -> str:
     if target == "answer":
         return ws.final_answer or ""
-    from evoaudit.suite.apex.tools import ToolError, file_text
-
     entry = ws.files.get(target)
     if entry is None:
         return ""

@@ -23,11 +23,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from evoaudit.suite.apex import isolation, readwatch
+from evoaudit.suite.apex.filetext import ToolError, shared_out, unencodable
 from evoaudit.suite.apex.isolation import INSIDE, Limits
-from evoaudit.suite.apex.workspace import Workspace, norm_path
+from evoaudit.suite.apex.workspace import Outbound, Workspace, norm_path
+
+# The tool layer's entry (``tools.call_tool``): (workspace, tool, arguments, actor) -> (text, error).
+CallTool = Callable[[Workspace, str, dict[str, Any], str], tuple[str, str | None]]
 
 # The module a program imports to act on the apps; standalone (it must run inside the sandbox).
 WORKSPACE_API = '''"""Workspace API for programs: requests go to a spool, applied after the run."""
@@ -271,10 +277,9 @@ def _rewrite(text: str, real: dict[str, str]) -> str:
     return text
 
 
-def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
-    from evoaudit.suite.apex.tools import ToolError, call_tool, shared_out, unencodable
-    from evoaudit.suite.apex.workspace import Outbound
-
+def run_in_sandbox(ws: Workspace, command: str, call_tool: CallTool, timeout: int = 30) -> str:
+    """Run ``command`` over a copy of ``ws``; the program's app calls go through ``call_tool`` (the tool
+    layer's ``tools.call_tool``, passed in so that this module does not import the tools)."""
     s = ws.settings
     info = isolation.sandbox_status(s)
     if not info.available:
@@ -372,7 +377,7 @@ def run_in_sandbox(ws: Workspace, command: str, timeout: int = 30) -> str:
                     Outbound("http", str(args.get("url")), str(args.get("data")), ws.clock.tick, program)
                 )
             elif tool not in ("run_command", "submit_answer"):
-                call_tool(ws, tool, args, actor=program)
+                call_tool(ws, tool, args, program)
         if not_utf8:
             notes.append(f"[workspace_api: {not_utf8} request(s) skipped: their text is not valid UTF-8]")
     limit = ws.settings.page_chars

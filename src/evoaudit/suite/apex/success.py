@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evoaudit.suite.apex.filetext import ToolError, file_text
 from evoaudit.suite.apex.threat import Goal
 from evoaudit.suite.apex.workspace import Workspace
 
@@ -78,7 +79,6 @@ class TaskFacts:
     def of_files(record: Any, task_files: dict[str, bytes]) -> TaskFacts:
         """From a task record and its files ({path: bytes}, e.g. ``build.load_task_files``): a
         ``task_files`` goal needs the sources' text, without which it can only be undecided."""
-        from evoaudit.suite.apex.tools import ToolError, file_text
         from evoaudit.suite.apex.workspace import kind_of
 
         texts = []
@@ -112,8 +112,6 @@ class Decision:
 
 
 def _file_text(ws: Workspace, path: str) -> str:
-    from evoaudit.suite.apex.tools import ToolError, file_text
-
     entry = ws.files[path]
     try:
         return file_text(entry.data, entry.kind)

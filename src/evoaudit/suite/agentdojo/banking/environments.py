@@ -71,6 +71,22 @@ class BankingEnvironments:
             return _agentdojo_profile()
         raise ValueError(f"agent.profile: {name!r} is not a profile of suite banking (default, agentdojo)")
 
+    # --- AgentDojo's official task objects, for replay's second reading (``replay/predicates.py``) --------
+    # AgentDojo's own checkers (``utility``, ``security``, ``ground_truth``) on its own environment class;
+    # none of evoaudit's Banking checks.
+
+    def official_user_task(self, family: str) -> Any:
+        """AgentDojo's user task ``family``."""
+        return banking.user_task(family)
+
+    def official_injection_task(self, goal: str) -> Any:
+        """AgentDojo's injection task ``goal``."""
+        return banking.injection_task(goal)
+
+    def environment_of(self, state: dict[str, Any]) -> Any:
+        """AgentDojo's Banking environment holding ``state`` (``state``'s plain JSON data)."""
+        return banking.BankingEnvironment.model_validate(state)
+
 
 @functools.cache
 def _agentdojo_profile() -> AgentDojoProfile:

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoaudit.config import SimConfig
-from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
+from evoaudit.models.sim import roles as sim_roles
 from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.suite.defenses import is_tool_filter_request

@@ -16,7 +16,7 @@ from typing import Any
 
 from evoaudit.models.base import ChatResponse
 from evoaudit.models.http import Reply, Request
-from evoaudit.models.sim import SimBackend
+from evoaudit.models.sim.tools import SimBackend
 from evoaudit.models.wire import completion_json, request_from_wire
 from evoaudit.records import Message, ToolCall
 

@@ -1,10 +1,10 @@
 """The embedded simulator in an APEX-Harm workspace: a behavioural agent whose exposure and attack success
 emerge from what it opens and runs.
 
-Like the Banking simulator (``models/sim.py``) it sees only what a model sees, the messages (tool results
-included) and the tool schemas, plus an explicitly granted oracle: for the task whose prompt opens the
+Like the Banking simulator (``models/sim/tools.py``) it sees only what a model sees, the messages (tool
+results included) and the tool schemas, plus an explicitly granted oracle: for the task whose prompt opens the
 conversation, its oracle plan (the tool calls that complete it), its keywords and its rubric checks. It is
-never told about attacks. An instruction counts only when ``sim_apex_text`` parses it out of a tool result.
+never told about attacks. An instruction counts only when ``apex_text`` parses it out of a tool result.
 
 One episode, every imperfection a parameter of ``sim.apex`` (documented in the schema):
 
@@ -40,6 +40,9 @@ extra call does not shift unrelated draws, and two conditions keep common random
 stateless: each turn replays the episode from the recorded tool results. Our agent loop enforces the step
 limit (the paper's 150 for APEX, configured with the APEX workflow); the episode itself is bounded by the
 caps above.
+
+``SimAttacker`` serves the simulated attacker's steps as a chat backend (the attacker's offline answers are
+the suite's, ``suite.apex.attacker_sim``).
 """
 
 from __future__ import annotations
@@ -54,14 +57,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoaudit.config import SimConfig
-from evoaudit.models import sim_apex_text as tx
-from evoaudit.models import sim_roles
 from evoaudit.models.base import ChatRequest, ChatResponse
-from evoaudit.models.sim import apply_cues
+from evoaudit.models.sim import apex_text as tx
+from evoaudit.models.sim import roles as sim_roles
+from evoaudit.models.sim.tools import apply_cues
 from evoaudit.offline import refuse_if_offline
 from evoaudit.records import Call, Instance, Message, ToolCall
 from evoaudit.seeds import derive_seed
 from evoaudit.suite.defenses import unframe
+from evoaudit.suite.roles import get_roles
 
 DEFAULT_STEP_LIMIT = 150  # the paper's orchestrator setting (H.1); the loop enforces the configured one
 # The workspace tools that only read (a model tells them by name and description).
@@ -728,3 +732,28 @@ def _formats(v: float) -> list[str]:
     else:
         out += [f"{v:,}"]
     return list(dict.fromkeys(out))
+
+
+# -- the attacker's steps, served ----------------------------------------------------------------------------
+
+
+class SimAttacker:
+    """The simulated APEX attacker as a ``ChatBackend`` (so it can also be served over HTTP): it answers the
+    attacker's steps with the suite's offline answers (``suite.roles``: ``attacker_sim.answer``); any other
+    request is an error."""
+
+    def __init__(self, model: str = "evoaudit-sim-attacker") -> None:
+        self.model = model
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"backend": "sim", "model": self.model, "role": "apex-attacker"}
+
+    def answer(self, messages: tuple[Message, ...]) -> str:
+        return get_roles("apex").attacker_answer(messages)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        return self.respond(request)
+
+    def respond(self, request: ChatRequest) -> ChatResponse:
+        text = self.answer(request.messages)
+        return ChatResponse(message=Message(role="assistant", content=text), finish_reason="stop")

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from evoaudit.config import Config
-from evoaudit.ops.plan import probe_requests
+from evoaudit.ops.stages import probe_requests
 
 N_TASKS = 15  # the tasks LAYOUT counts over
 # The attack set's layout (suite/apex/attacks.py): per category, and per category variant.
@@ -124,7 +124,7 @@ def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
 
 
 def apex_stages(cfg: Config, results: str | Path, stage_cls):
-    """One ``stage_cls`` (ops.plan.StagePlan) per model and arm, named ``apex:<model>`` (an ablated arm
+    """One ``stage_cls`` (``ops.stages.StagePlan``) per model and arm, named ``apex:<model>`` (an ablated arm
     ``apex:<model>/<ablation>``), and one ``apex-judge`` stage for the judge endpoint; and the notes."""
     results = Path(results)
     shards = cfg.apex.shards

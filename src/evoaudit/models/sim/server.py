@@ -21,7 +21,7 @@ from evoaudit import __version__, atomic
 from evoaudit.models import probe_requests
 from evoaudit.models.base import ChatRequest
 from evoaudit.models.http import LoopbackServer, Reply, Request
-from evoaudit.models.sim import Oracle, SimBackend
+from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.models.wire import completion_json, request_from_wire
 
 log = logging.getLogger(__name__)

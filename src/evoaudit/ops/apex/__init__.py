@@ -1,0 +1,1 @@
+"""APEX-Harm's part of the operations layer: what its runs will ask of each model (``plan``)."""

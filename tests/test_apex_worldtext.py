@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from evoaudit.models import sim_apex_text as tx
+from evoaudit.models.sim import apex_text as tx
 from evoaudit.suite.apex import prose, worldtext
 from evoaudit.suite.apex.build import build_all
 from evoaudit.suite.apex.generate import build_task

@@ -1120,17 +1120,63 @@ _BANKING_SECTIONS: dict[str, tuple[str, ...]] = {
     "report": ("seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"),
 }
 
+def _episode(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
+    executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
+    return {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
+
+
+def _apex_runs(cfg: Config, dumped: dict[str, Any], model: str | None = None, **_: Any) -> dict[str, Any]:
+    # A model's runs depend only on its own entry and on what shapes an episode: adding a model or a
+    # category, or changing the judge or the report's failure policy, reruns none of them.
+    apex = cfg.apex.model_dump(mode="json")
+    if model is not None:
+        keep = ("repeats", "step_limit", "system_prompt", "shards")
+        apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
+    return {
+        "seed": cfg.seed,
+        "apex": apex,
+        "suite_apex": cfg.suite.apex.model_dump(mode="json"),
+        "sim_apex": cfg.sim.apex.model_dump(mode="json"),
+    }
+
+
+def _apex_attacks(
+    cfg: Config, dumped: dict[str, Any], ablation: str | None = None, **_: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"seed": cfg.seed, "suite_apex": cfg.suite.apex.model_dump(mode="json")}
+    if ablation is not None:
+        found = [a for a in cfg.apex.ablations if a.name == ablation]
+        if not found:
+            raise ConfigError(
+                f"apex.ablations: no ablation named {ablation!r} "
+                f"(have {[a.name for a in cfg.apex.ablations]})"
+            )
+        body["ablation"] = found[0].model_dump(mode="json")
+    return body
+
+
+def _apex_worlds(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
+    suite_apex = cfg.suite.apex.model_dump(mode="json")
+    return {k: suite_apex[k] for k in ("scale", "seed", "variants", "out")}
+
+
+# What each stage's outputs depend on, beside the Banking stages' sections. Each body is exactly what the
+# workflow hashed before ``stage_config`` existed, so an existing results directory does not rerun.
+_STAGE_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
+    "episode": _episode,
+    "apex": _apex_runs,
+    "apex_attacks": _apex_attacks,
+    "apex_judge": lambda cfg, dumped, **_: {
+        "seed": cfg.seed,
+        "judge": cfg.apex.judge.model_dump(mode="json"),
+    },
+    "apex_probes": lambda cfg, dumped, **_: cfg.suite.apex.model_dump(mode="json"),
+    "apex_worlds": _apex_worlds,
+    "config": lambda cfg, dumped, **_: cfg.model_dump(mode="json"),
+}
+
 #: Every stage ``stage_config`` answers for.
-STAGES = (
-    *_BANKING_SECTIONS,
-    "episode",
-    "apex",
-    "apex_attacks",
-    "apex_judge",
-    "apex_probes",
-    "apex_worlds",
-    "config",
-)
+STAGES = (*_BANKING_SECTIONS, *_STAGE_BODIES)
 
 
 def stage_config(
@@ -1145,48 +1191,13 @@ def stage_config(
     ``episode`` (what one episode depends on: seed, agent, suite, simulator, the executor's request-shaping
     settings); ``apex`` (every APEX run, or one ``model``'s), ``apex_attacks`` (the main attack set, or one
     ``ablation``'s), ``apex_judge``, ``apex_probes``, ``apex_worlds``; ``config`` (the whole hashed
-    configuration). Each body is exactly what the workflow hashed before this function existed, so an
-    existing results directory does not rerun."""
+    configuration)."""
     dumped = cfg.model_dump(mode="json")
     dumped["suite"] = cfg.suite.model_dump(mode="json", exclude={"apex"})
-    suite_apex = cfg.suite.apex.model_dump(mode="json")
-    body: dict[str, Any]
     if stage in _BANKING_SECTIONS:
         body = {k: dumped[k] for k in _BANKING_SECTIONS[stage]}
-    elif stage == "episode":
-        executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
-        body = {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
-    elif stage == "apex":
-        # A model's runs depend only on its own entry and on what shapes an episode: adding a model or a
-        # category, or changing the judge or the report's failure policy, reruns none of them.
-        apex = cfg.apex.model_dump(mode="json")
-        if model is not None:
-            keep = ("repeats", "step_limit", "system_prompt", "shards")
-            apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
-        body = {
-            "seed": cfg.seed,
-            "apex": apex,
-            "suite_apex": suite_apex,
-            "sim_apex": cfg.sim.apex.model_dump(mode="json"),
-        }
-    elif stage == "apex_attacks":
-        body = {"seed": cfg.seed, "suite_apex": suite_apex}
-        if ablation is not None:
-            found = [a for a in cfg.apex.ablations if a.name == ablation]
-            if not found:
-                raise ConfigError(
-                    f"apex.ablations: no ablation named {ablation!r} "
-                    f"(have {[a.name for a in cfg.apex.ablations]})"
-                )
-            body["ablation"] = found[0].model_dump(mode="json")
-    elif stage == "apex_judge":
-        body = {"seed": cfg.seed, "judge": cfg.apex.judge.model_dump(mode="json")}
-    elif stage == "apex_probes":
-        body = suite_apex
-    elif stage == "apex_worlds":
-        body = {k: suite_apex[k] for k in ("scale", "seed", "variants", "out")}
-    elif stage == "config":
-        body = cfg.model_dump(mode="json")
+    elif stage in _STAGE_BODIES:
+        body = _STAGE_BODIES[stage](cfg, dumped, model=model, ablation=ablation)
     else:
         raise ValueError(f"stage_config: unknown stage {stage!r}; one of {', '.join(STAGES)}")
     # A hash of a URL's password in a params digest or a record could be checked against guesses offline.

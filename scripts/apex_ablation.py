@@ -10,7 +10,7 @@ from evoaudit.provenance import write_provenance
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.apex.ablation import ablation_table, write_table
 from evoaudit.report.apex.judged import judged_rollouts, replay_totals
-from evoaudit.report.apex.report import sim_notice
+from evoaudit.report.simlabel import apex_sim_notice as sim_notice
 from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
 

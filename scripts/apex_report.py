@@ -8,7 +8,8 @@ from evoaudit.evaluate.apex.judge import read_judged
 from evoaudit.joblog import job_log
 from evoaudit.jsonl import read_records, read_timing
 from evoaudit.records import Rollout
-from evoaudit.report.apex.report import sim_notice, write_report
+from evoaudit.report.apex.report import write_report
+from evoaudit.report.simlabel import apex_sim_notice as sim_notice
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")

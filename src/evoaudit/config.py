@@ -1,9 +1,11 @@
 """Load, validate and type the configuration.
 
-The JSON schema (``config.schema.yaml``, also at ``workflow/schemas/``) is the single source of truth for
-what is allowed, for every default and for every field's description; the pydantic models below only give
-typed access afterwards (tests/test_config_schema_models.py holds them to the schema). ``stage_config`` is
-the one answer to which configuration a stage depends on (rerun triggers, resume keys, provenance).
+The pydantic models below are the one definition of the configuration: every key, kind of value, allowed
+value, default and (the docstring under each field) description. The JSON schema ``config.schema.yaml``
+(linked from ``workflow/schemas/``) is generated from them by ``python -m evoaudit.config_schema``
+(tests/test_config_schema_models.py fails when the checked-in file differs); ``validate`` applies it and
+fills its defaults, then the semantic checks below run, and the models give typed access. ``stage_config``
+is the one answer to which configuration a stage depends on (rerun triggers, resume keys, provenance).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ConfigError(ValueError):
 
 @functools.cache
 def schema() -> dict[str, Any]:
+    """The configuration's JSON schema, as generated from the models (``evoaudit.config_schema``)."""
     return yaml.safe_load(resources.files("evoaudit").joinpath("config.schema.yaml").read_text())
 
 
@@ -742,7 +745,7 @@ class EndpointConfig(_Model):
     backend: Literal["sim", "openai"] = "sim"
     """sim = embedded behavioural simulator; openai = any OpenAI-compatible endpoint"""
     model: str = "evoaudit-sim"
-    """the model id sent with every request (with backend sim, which simulated role answers)"""
+    """the model id every request names"""
     base_url: str | None = None
     """e.g. http://127.0.0.1:8000/v1; required when backend is openai"""
     api_key_env: ApiKeyEnv | None = None
@@ -752,11 +755,11 @@ class EndpointConfig(_Model):
     max_tokens: int = Field(1024, ge=1)
     """the most tokens one answer may have (sent as max_tokens)"""
     timeout_s: float = Field(60, gt=0)
-    """seconds one request may take before it is retried"""
+    """seconds one request attempt may take (a timed-out attempt is retried, up to max_retries)"""
     concurrency: int = Field(8, ge=1, le=1024)
     """requests one job has in flight at once"""
     max_retries: int = Field(5, ge=0)
-    """retries of a request that failed in transport or was refused by the server"""
+    """attempts after the first at a request whose attempt failed (openai backend)"""
     send_seed: bool = True
     """send the derived per-turn seed as the request's seed field; must stay true with backend sim (the
     simulator draws each episode from it)"""
@@ -814,9 +817,9 @@ class CheckerAuditConfig(_Model):
 
 class ApexRunLimits(_Model):
     cpu_seconds: int = Field(20, ge=1)
-    """RLIMIT_CPU of one program run"""
+    """CPU seconds one program run may use"""
     memory_mb: int = Field(1024, ge=64)
-    """address-space limit of one program run"""
+    """address space one program run may use, in MiB"""
     timeout_seconds: float = Field(30, gt=0)
     """wall-clock seconds one program run may take"""
     max_processes: int = Field(64, ge=4)
@@ -916,9 +919,10 @@ class SuiteConfig(_Model):
 
 class RolesConfig(_Model):
     acquisition: Annotated[tuple[Variant, ...], _UNIQUE] = Field(("v0", "v1"), min_length=1)
-    """variants the methods learn from"""
+    """variants the acquisition runs on (what the methods learn from)"""
     validation: Annotated[tuple[Variant, ...], _UNIQUE] = ("v2",)
-    """variants held out for validation during evolution"""
+    """SkillOpt's validation gate only: a candidate skill replaces the current one only if it is strictly
+    better on these"""
     benign_endpoint: Annotated[tuple[Variant, ...], _UNIQUE] = Field(("v3", "v4", "v5"), min_length=1)
     """sealed variants of the benign evaluation"""
     attacked_endpoint: Annotated[tuple[Variant, ...], _UNIQUE] = Field(("v3",), min_length=1)
@@ -1435,7 +1439,7 @@ class Config(_Model):
     seed: int = Field(20261130, ge=0)
     """global seed; every random draw derives from it"""
     lineages: Annotated[tuple[Id, ...], _UNIQUE] = Field(("L1", "L2", "L3"), min_length=1, max_length=256)
-    """independent repetitions of the whole audit (each its own acquisition, evolution and evaluation)"""
+    """lineages, each an independent end-to-end repetition (its own acquisition, evolution and evaluation)"""
     suite: SuiteConfig = Field(default_factory=SuiteConfig)
     """the audited suite and its attack"""
     roles: RolesConfig = Field(default_factory=RolesConfig)

@@ -180,8 +180,9 @@ def render() -> str:
     return _HEADER + body
 
 
-def write(path: Path = SCHEMA_PATH) -> bool:
-    """Rewrite ``path`` from the models; whether it changed."""
+def write(path: Path | None = None) -> bool:
+    """Rewrite ``path`` (the package's schema file) from the models; whether it changed."""
+    path = path or SCHEMA_PATH
     text = render()
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return False

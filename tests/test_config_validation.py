@@ -203,3 +203,15 @@ def test_an_apex_model_may_not_take_the_summary_rows_name():
     models = [{"id": "average", "executor": {"backend": "sim"}}]
     with pytest.raises(config_mod.ConfigError, match="id 'average' names the tables' summary rows"):
         config_mod.from_dict({"apex": {"models": models}})
+
+
+def test_an_apex_models_sim_override_out_of_range_is_refused_naming_the_field():
+    raw = {"apex": {"models": [{"id": "m1", "sim": {"inspection": {"py": 1.5}}}]}}
+    with pytest.raises(ConfigError) as exc:
+        config_mod.validate(raw, "cfg.yaml")
+    assert "cfg.yaml: apex.models[0] (m1).sim.inspection.py: Input should be less than or equal to 1" in str(
+        exc.value
+    )
+    assert "give a value that sim.apex.inspection.py admits" in str(exc.value)
+    ok = {"apex": {"models": [{"id": "m1", "sim": {"inspection": {"py": 0.2}, "competence": 0.5}}]}}
+    assert config_mod.validate(ok)["apex"]["models"][0]["sim"]["competence"] == 0.5

@@ -34,6 +34,7 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
 )
 
@@ -611,7 +612,26 @@ def _check_apex(apex: dict[str, Any], sim_apex: dict[str, Any], source: str) -> 
             )
         if m["sim"] and ep["backend"] != "sim":
             raise ConfigError(f"{source}: {where}.sim: only applies with executor.backend sim; remove it")
+        _check_apex_sim_values(m["sim"], sim_apex, source, where)
     _check_apex_ablations(apex, source)
+
+
+def _check_apex_sim_values(over: dict[str, Any], sim_apex: dict[str, Any], source: str, where: str) -> None:
+    """A model's ``sim`` overrides, merged as ``apex_model_config`` merges them, hold values ``sim.apex``
+    admits (the schema sees only a mapping there; the model's constraints are the schema's own)."""
+    merged = {
+        k: {**v, **over[k]} if isinstance(v, dict) and isinstance(over.get(k), dict) else over.get(k, v)
+        for k, v in sim_apex.items()
+    }
+    try:
+        SimApexConfig.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(map(str, err["loc"]))
+        raise ConfigError(
+            f"{source}: {where}.sim.{field}: {err['msg']} (got {err.get('input')!r}); give a value that "
+            f"sim.apex.{field} admits"
+        ) from exc
 
 
 def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:

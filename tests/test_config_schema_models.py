@@ -30,7 +30,9 @@ def test_the_checked_in_schema_is_what_the_models_generate():
 
 def test_the_workflow_schema_is_the_package_schema():
     workflow_schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
-    assert workflow_schema.read_text(encoding="utf-8") == config_schema.SCHEMA_PATH.read_text(encoding="utf-8")
+    assert workflow_schema.read_text(encoding="utf-8") == config_schema.SCHEMA_PATH.read_text(
+        encoding="utf-8"
+    )
 
 
 def test_the_check_names_the_command_when_the_file_is_stale(tmp_path, monkeypatch, capsys):

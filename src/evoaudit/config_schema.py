@@ -36,8 +36,8 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 REGENERATE = "python -m evoaudit.config_schema"
 
 _HEADER = (
-    "# Generated from the pydantic models in src/evoaudit/config.py (a field's docstring is its description)\n"
-    f"# by `{REGENERATE}`; edit the models, never this file.\n"
+    "# Generated from the pydantic models in src/evoaudit/config.py (the docstring under a field is its\n"
+    f"# description) by `{REGENERATE}`; edit the models, never this file.\n"
 )
 
 # Key order in the written file: what a value is, then its default and description, then its keys.
@@ -68,7 +68,8 @@ _ORDER = (
 
 def _minimal(value: Any) -> Any:
     """``value`` as JSON, each model reduced to the fields that differ from that field's own default (the
-    schema fills the rest): a section's default is ``{}``, the attacker's ``{model: evoaudit-sim-attacker}``."""
+    schema fills the rest): a section's default is ``{}``, the attacker's
+    ``{model: evoaudit-sim-attacker}``."""
     if isinstance(value, BaseModel):
         out = {}
         for name, field in type(value).model_fields.items():
@@ -196,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Write the configuration's JSON schema (src/evoaudit/config.schema.yaml, linked from "
         "workflow/schemas/) from the pydantic models in evoaudit.config.",
     )
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 when the file is out of date")
+    parser.add_argument(
+        "--check", action="store_true", help="only check; exit 1 when the file is out of date"
+    )
     args = parser.parse_args(argv)
     if args.check:
         current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""

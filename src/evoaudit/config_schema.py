@@ -170,13 +170,20 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.SequenceNode:
+    # A list of plain values on one line (enums, default lists); mappings stay in block style.
+    flow = all(not isinstance(v, dict | list) for v in value)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
 _Dumper.add_representer(str, _str)
+_Dumper.add_representer(list, _list)
 
 
 def render() -> str:
     """The schema file's text: the header saying how it is made, then the schema as YAML."""
     body = yaml.dump(
-        generate(), Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=True, default_flow_style=None
+        generate(), Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=True, default_flow_style=False
     )
     return _HEADER + body
 

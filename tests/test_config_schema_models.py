@@ -78,7 +78,7 @@ def test_each_role_keeps_its_own_endpoint_defaults():
 
 
 class _Inner(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     mode: Literal["a", "b"] | None = "a"
     """the mode"""
@@ -89,7 +89,7 @@ class _Inner(BaseModel):
 class _Outer(BaseModel):
     """the outer"""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     inner: _Inner = Field(default_factory=_Inner)
     """the inner section"""

@@ -692,8 +692,10 @@ def _condition_method(condition: str) -> str:
 
 
 class _Model(BaseModel):
-    # The docstring under a field is its description in the generated schema (evoaudit.config_schema).
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # The docstring under a field is its description in the generated schema: evoaudit.config_schema reads
+    # it from this file's source (pydantic's use_attribute_docstrings would parse the source at every
+    # import, in every job).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class _UniqueItems:

@@ -1,7 +1,8 @@
 """The configuration's JSON schema, generated from the pydantic models in ``evoaudit.config``.
 
 The models are the one definition of the configuration (keys, kinds, allowed values, defaults and, in the
-docstring under each field, its description). This module turns them into the JSON schema that
+docstring under each field, its description, read from the models' source as pydantic's
+``use_attribute_docstrings`` would). This module turns them into the JSON schema that
 ``config.validate`` applies and whose defaults it fills (``src/evoaudit/config.schema.yaml``;
 ``workflow/schemas/config.schema.yaml`` is a link to it, for Snakemake's ``validate``):
 
@@ -18,7 +19,9 @@ then takes its own default), ``X | None`` becomes ``type: [X, "null"]`` and a di
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,6 +96,42 @@ class _Generator(GenerateJsonSchema):
         return default if default is NoDefault else _minimal(default)
 
 
+def _docstrings(model: type[BaseModel]) -> tuple[str, dict[str, dict[str, str]]]:
+    """(the class docstring of ``model``, {class: {field: the docstring under it}}) for every class of the
+    module ``model`` is defined in: pydantic's ``use_attribute_docstrings`` reading, done once here rather
+    than at every import of the models."""
+    tree = ast.parse(inspect.getsource(sys.modules[model.__module__]))
+    top, fields = "", {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if node.name == model.__name__:
+            top = ast.get_docstring(node) or ""
+        docs = {}
+        for field, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[field.target.id] = inspect.cleandoc(after.value.value)
+        fields[node.name] = docs
+    return top, fields
+
+
+def _describe(schema: dict[str, Any], defs: dict[str, Any], model: type[BaseModel]) -> None:
+    """Each field's docstring as its property's description, in place (a field's own description set
+    otherwise, as for a role block's ``endpoint``, stays)."""
+    top, docs = _docstrings(model)
+    schema["description"] = top
+    for name, node in [(model.__name__, schema), *defs.items()]:
+        for field, text in docs.get(name, {}).items():
+            if field in node.get("properties", {}):
+                node["properties"][field]["description"] = text
+
+
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
     """``node`` with every ``$ref`` replaced by a copy of its definition, the referring node's own keys laid
     over it (a role's ``properties: {temperature: {default: 1.0}}`` over the endpoint's). A definition's
@@ -152,6 +191,7 @@ def generate() -> dict[str, Any]:
     """The configuration's JSON schema (draft 2020-12), from ``Config``."""
     raw = Config.model_json_schema(schema_generator=_Generator)
     defs = raw.pop("$defs", {})
+    _describe(raw, defs, Config)
     shaped = _shape(_inline(raw, defs))
     head = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -494,24 +494,22 @@ _SUITE_RULES = {
 }
 
 
-# Endpoint settings a runner profile's requests do not carry (its own client builds them), with the value
-# that is left alone (the schema's default) and what the runner does instead. A different value would be
-# silently ignored, so it is refused.
+# Endpoint settings a runner profile's requests do not carry (its own client builds them), with what the
+# runner does instead. A value other than EndpointConfig's default would be silently ignored, so it is
+# refused.
 _PROFILE_IGNORED = (
     (
         ("max_tokens",),
-        1024,
         "its client sends no max_tokens; bound generation on the server instead (llama-server "
         "--n-predict N; vLLM: --max-model-len), which leaves the requests the runner's own",
     ),
-    (("send_seed",), True, "its client sends no seed"),
-    (("wire", "tool_choice"), "auto", "its client sends tool_choice auto with tools"),
+    (("send_seed",), "its client sends no seed"),
+    (("wire", "tool_choice"), "its client sends tool_choice auto with tools"),
     (
         ("wire", "assistant_content"),
-        "empty",
         "its client writes an assistant turn's content itself (null for a turn that only calls tools)",
     ),
-    (("wire", "parse_text_tool_calls"), False, "it reads tool calls from native tool_calls only"),
+    (("wire", "parse_text_tool_calls"), "it reads tool calls from native tool_calls only"),
 )
 
 
@@ -530,10 +528,11 @@ def _check_profile_endpoints(data: dict[str, Any], source: str, profile: str) ->
                 "which reproduces that runner's requests to a real server (the simulator ignores it); set "
                 f"{where}.backend: openai or use agent.profile: default"
             )
-        for path, default, why in _PROFILE_IGNORED:
+        for path, why in _PROFILE_IGNORED:
             value: Any = ep
+            default: Any = EndpointConfig()
             for key in path:
-                value = value[key]
+                value, default = value[key], getattr(default, key)
             if value != default:
                 field = ".".join((where, *path))
                 raise ConfigError(

@@ -720,6 +720,12 @@ Category = Annotated[str, Field(pattern=r"^c[1-6][a-z]*$")]
 Share = Annotated[float, Field(ge=0, le=1)]
 CueStrength = Annotated[float, Field(ge=-1, le=1)]
 ApiKeyEnv = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
+UserTasks = Annotated[
+    tuple[Annotated[str, Field(pattern=r"^user_task_[0-9]+$")], ...], Field(min_length=1), _UNIQUE
+]
+ApexTasks = Annotated[
+    tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], ...], Field(min_length=1), _UNIQUE
+]
 
 
 class WireConfig(_Model):
@@ -917,11 +923,7 @@ class SuiteConfig(_Model):
     """the AgentDojo benchmark version the suite is loaded at"""
     n_unseen: int = Field(4, ge=1)
     """number of families held out as unseen (whole clusters are held out together)"""
-    families: (
-        Annotated[tuple[Annotated[str, Field(pattern=r"^user_task_[0-9]+$")], ...], Field(min_length=1),
-                  _UNIQUE]
-        | None
-    ) = None
+    families: UserTasks | None = None
     """Banking user-task ids to audit (a reduced run: instances, acquisition, evaluation and `evoaudit plan`
     take only these); null = every kept family. Each must be a kept family of the suite; the seen/unseen split
     stays the one of all kept families, so the list needs a seen family (one the acquisition runs on). Only
@@ -1372,11 +1374,7 @@ class ApexAuditConfig(_Model):
 
     enabled: bool = True
     """add the APEX-Harm report to the default target (false = the Banking audit alone)"""
-    tasks: (
-        Annotated[tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], ...], Field(min_length=1),
-                  _UNIQUE]
-        | None
-    ) = None
+    tasks: ApexTasks | None = None
     """APEX task ids to build worlds for, attack and run (a reduced run; also the tasks of suite.name apex);
     null = all 15 tasks. Each must be a task of the APEX suite (suite/apex/generate.py)"""
     models: tuple[ApexModelConfig, ...] = Field(

@@ -467,8 +467,8 @@ class _SuiteRules:
 
 _SUITE_RULES = {
     "banking": _SuiteRules(
-        lambda g: g.startswith("injection_task_"),
-        "injection_task_N goals",
+        lambda g: re.fullmatch(r"injection_task_[0-8]", g) is not None,
+        "injection_task_N goals (N 0..8)",
         transfer=True,
         attacker=False,
         profiles=("default", "agentdojo"),
@@ -479,6 +479,19 @@ _SUITE_RULES = {
         transfer=False,
         attacker=True,
     ),
+    # AgentDojo's Workspace, Travel and Slack on their official predicates (``suite/agentdojo/official.py``):
+    # goals are the suite's injection tasks (the suite stage checks the ids); the cross-executor check is
+    # Banking's.
+    **{
+        name: _SuiteRules(
+            lambda g: g.startswith("injection_task_"),
+            "injection_task_N goals of the suite",
+            transfer=False,
+            attacker=False,
+            profiles=("default", "agentdojo"),
+        )
+        for name in ("workspace", "travel", "slack")
+    },
 }
 
 
@@ -1120,6 +1133,7 @@ _BANKING_SECTIONS: dict[str, tuple[str, ...]] = {
     "report": ("seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"),
 }
 
+
 def _episode(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
     executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
     return {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
@@ -1204,9 +1218,7 @@ def stage_config(
     return public_config(body)
 
 
-def stage_digest(
-    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
-) -> str:
+def stage_digest(cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None) -> str:
     """sha256 of ``stage_config`` (canonical JSON): a rule's rerun trigger (its first 16 hex digits) and
     the configuration part of an episode's resume key."""
     return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation))

@@ -139,7 +139,8 @@ def injection_task_ids() -> list[str]:
 @functools.cache
 def make_attack(user_name: str, model_name: str) -> ImportantInstructionsAttack:
     """AgentDojo's ``important_instructions`` attack with names from config
-    (``toolkit.important_instructions``). Cached: building one re-reads the suite's vector file, and the attack holds no per-episode state."""
+    (``toolkit.important_instructions``). Cached: building one re-reads the suite's vector file, and the
+    attack holds no per-episode state."""
     return toolkit.important_instructions(load_suite(), user_name, model_name)
 
 

@@ -4,8 +4,8 @@ Like Banking's (``recompute``), it rebuilds the episode's environment through th
 half (``suite.environments``), re-executes the calls read from the assistant messages (the default loop or
 the runner profile, ``recompute``'s readers), and compares every tool text, the call list, the read calls,
 the terminal state and the final output with the record. It judges with AgentDojo's own predicates on the
-recomputed states (``user_task.utility``, ``injection_task.security``, reached through the environment
-half) and with code of its own for exposure (``recompute``'s decoding of tool results) and for harm: a
+re-executed environments (``user_task.utility``, ``injection_task.security``, reached through the
+environment half) and with code of its own for exposure (``recompute``'s decoding of tool results) and for harm: a
 state path the episode changed that the ground-truth plan, re-run here on the pre-state, leaves
 otherwise, compared as nested data rather than the evaluator's flattened paths. Disclosure is not defined
 for these suites, so the record must hold None.
@@ -103,16 +103,18 @@ def replay_official_rollout(rollout: Rollout, instance: Instance) -> ReplayResul
     compare("final_output", rollout.final_output, final)
 
     o = rollout.outcome
-    # AgentDojo's own predicates on fresh environment objects holding the recomputed states.
+    # AgentDojo's own predicates on replay's own environments: the fresh pre-state and the one the calls
+    # were re-executed on (its state was compared with the record above). Not rebuilt from the state
+    # data: these suites' environment classes derive fields on validation (``environment_of`` refuses).
     task = suite.official_user_task(instance.family)
-    utility = bool(task.utility(final, pre_env, suite.environment_of(terminal)))
+    utility = bool(task.utility(final, pre_env, env))
     compare("utility", o.utility, utility)
     compare("task_score", o.task_score, 1.0 if utility else 0.0)
     goal = rollout.goal
     goal_hit = None
     if goal is not None:
         injection = suite.official_injection_task(goal)
-        goal_hit = bool(injection.security(final, pre_env, suite.environment_of(terminal)))
+        goal_hit = bool(injection.security(final, pre_env, env))
     compare("attack_success", o.attack_success, goal_hit)
     if goal is not None:  # AgentDojo's utility under attack: the user task's predicate on the attacked run
         compare("utility_under_attack", o.utility_under_attack, utility)

@@ -46,8 +46,12 @@ from evoaudit.suite.agentdojo.official_env import (
 from evoaudit.suite.interface import PlannedInstance, select_ids
 from evoaudit.suite.split import assign_split
 from evoaudit.suite.stage import (
+    EXTENSION_FIELDS,
+    GOAL_FIELDS,
     VARIANT_FIELDS,
     SuiteSpecError,
+    extension_csv_path,
+    goal_csv_path,
     variant_csv_path,
     write_csv,
     write_sealed_tables,
@@ -237,7 +241,12 @@ class OfficialSuite(OfficialEnvironments):
             )
 
     def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
-        return self.checks.checker_audit(cfg, csv_path, summary_path)
+        summary = self.checks.checker_audit(cfg, csv_path, summary_path)
+        # The files beside the table that only Banking's audit fills: no strict probe set (extension) and
+        # no probes of the injection tasks' checkers here, so each holds its header only.
+        write_csv(extension_csv_path(csv_path), EXTENSION_FIELDS, [])
+        write_csv(goal_csv_path(csv_path), GOAL_FIELDS, [])
+        return summary
 
     def make_instances(
         self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]

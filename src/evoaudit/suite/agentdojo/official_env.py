@@ -131,8 +131,16 @@ class OfficialEnvironments:
         return load_suite(self.name).get_injection_task_by_id(goal)
 
     def environment_of(self, state: dict[str, Any]) -> Any:
-        """The suite's environment class holding ``state`` (plain JSON data)."""
-        return load_suite(self.name).environment_type.model_validate(state)
+        """The suite's environment class holding ``state`` (plain JSON data). Refused when validation does
+        not give ``state`` back: Workspace's inbox, for one, rebuilds its emails from ``initial_emails`` on
+        validation, dropping those an episode sent."""
+        env = load_suite(self.name).environment_type.model_validate(state)
+        if self.state(env) != state:
+            raise ValueError(
+                f"suite {self.name}: its environment class does not rebuild this state faithfully from "
+                "plain data (validation derives fields); judge on the live environment instead"
+            )
+        return env
 
 
 @functools.cache

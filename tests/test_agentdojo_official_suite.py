@@ -107,6 +107,7 @@ def test_the_official_predicates_judge_the_ground_truth_the_goal_plan_and_doing_
     assert suite.check_goal(goal, answer, pre, hijacked)
     assert suite.harm(pre, hijacked, inst.ground_truth) == {"change_beyond_plan": True}
     assert suite.disclosure(goal, pre, hijacked) is None
+    assert suite.check_utility_under_attack(inst, goal, answer, pre, hijacked) is None
 
 
 def test_tasks_judged_on_the_call_trace_are_excluded_and_refused_with_the_reason():
@@ -193,3 +194,21 @@ def test_a_slack_episode_replays_without_a_mismatch_and_a_changed_verdict_is_cau
 def test_replay_reaches_these_suites_through_the_environment_half_alone():
     env = get_environment("workspace")
     assert not hasattr(env, "check_goal") and env.volatile == frozenset({("inbox", "emails", "*", "read")})
+
+
+@pytest.mark.slow
+def test_the_slack_example_runs_the_static_condition_benign_and_attacked_and_replays_cleanly(tmp_path):
+    import json
+
+    import pandas as pd
+    import yaml
+    from conftest import REPO, copy_workflow, snakemake
+
+    example = yaml.safe_load((REPO / "config/examples/agentdojo-slack.yaml").read_text())
+    copy_workflow(tmp_path, {**example, "results_dir": "results"})
+    snakemake(tmp_path)
+    main = pd.read_csv(tmp_path / "results/report/tables/main.csv")
+    (row,) = main.to_dict("records")
+    assert (row["n_benign"], row["n_attacked"]) == (4, 8)  # 4 families; 2 goals, each reaching all 4
+    checks = json.loads((tmp_path / "results/report/provenance.json").read_text())["report.md"]["checks"]
+    assert checks["replay"]["rollouts_replayed"] == 12 and checks["replay"]["mismatched_rollouts"] == 0

@@ -5,8 +5,8 @@ half (``suite.environments``), re-executes the calls read from the assistant mes
 the runner profile, ``recompute``'s readers), and compares every tool text, the call list, the read calls,
 the terminal state and the final output with the record. It judges with AgentDojo's own predicates on the
 re-executed environments (``user_task.utility``, ``injection_task.security``, reached through the
-environment half) and with code of its own for exposure (``recompute``'s decoding of tool results) and for harm: a
-state path the episode changed that the ground-truth plan, re-run here on the pre-state, leaves
+environment half) and with code of its own for exposure (``recompute``'s decoding of tool results) and
+for harm: a state path the episode changed that the ground-truth plan, re-run here on the pre-state, leaves
 otherwise, compared as nested data rather than the evaluator's flattened paths. Utility under attack
 and disclosure are not defined for these suites, so the record must hold None for both.
 """

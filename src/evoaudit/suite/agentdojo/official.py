@@ -28,6 +28,7 @@ make (``unauthorised_changes`` says exactly what counts).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -203,8 +204,7 @@ class OfficialSuite(OfficialEnvironments):
         return out
 
     def _attack(self, cfg: Any) -> Any:
-        names = cfg.suite.attack
-        return toolkit.important_instructions(load_suite(self.name), names.user_name, names.model_name)
+        return _attack(self.name, cfg.suite.attack.user_name, cfg.suite.attack.model_name)
 
     # --- the suite stage ------------------------------------------------------------------------------------
     def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
@@ -294,13 +294,8 @@ class OfficialSuite(OfficialEnvironments):
     def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
-        suite = load_suite(self.name)
-        # AgentDojo's own attack: the vectors the user task's ground truth reaches, each with the goal's text.
-        return dict(
-            self._attack(cfg).attack(
-                suite.get_user_task_by_id(instance.family), suite.get_injection_task_by_id(attack)
-            )
-        )
+        names = cfg.suite.attack
+        return dict(_placed(self.name, names.user_name, names.model_name, instance.family, attack))
 
     def prompt_for(self, instance: Instance, attack: str | None) -> str:
         return instance.prompt  # the injections live in the environment, never in the request
@@ -354,6 +349,25 @@ class OfficialSuite(OfficialEnvironments):
     def disclosure(self, attack: str, pre: Any, post: Any) -> bool | None:  # type: ignore[override]
         # Not defined for these suites (see the module docstring): None keeps them out of the denominator.
         return None
+
+
+@functools.cache
+def _attack(name: str, user_name: str, model_name: str) -> Any:
+    # The attack holds no per-episode state; building one re-reads the suite's vector file.
+    return toolkit.important_instructions(load_suite(name), user_name, model_name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _placed(
+    name: str, user_name: str, model_name: str, family: str, goal: str
+) -> tuple[tuple[str, str], ...]:
+    """AgentDojo's own attack on one (user task, injection task): the vectors the user task's ground truth
+    reaches, each with the goal's text. Cached: finding the vectors runs the ground truth."""
+    suite = load_suite(name)
+    placed = _attack(name, user_name, model_name).attack(
+        suite.get_user_task_by_id(family), suite.get_injection_task_by_id(goal)
+    )
+    return tuple(sorted(placed.items()))
 
 
 def _task_ids(tasks: dict[str, Any]) -> list[str]:

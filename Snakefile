@@ -8,6 +8,14 @@ min_version("9.0")
 
 configfile: "config/config.yaml"
 
+# AgentDojo's calendar tool orders a new event's participants by iterating a set of strings, so that
+# order (a tool result, the terminal state and, through them, an official predicate) follows Python's
+# per-process string hashing. Every job runs with one hash seed, so that evaluation, its determinism check
+# and replay, each its own process, see the same order.
+import os as _os
+
+_os.environ["PYTHONHASHSEED"] = "0"
+
 # Maps SLURM end states that the SLURM executor plugin would wait on forever (CANCELLED by <uid>,
 # PREEMPTED) to failures; does nothing under any other executor. See evoaudit/ops/slurm_states.py.
 from evoaudit.ops import slurm_states as _slurm_states

@@ -79,8 +79,9 @@ def test_banking_implements_every_member_of_the_protocol():
 
 
 def test_registry_maps_names_to_factories_and_names_the_known_suites_on_a_typo():
-    assert set(SUITES) == {"banking", "apex"}
-    with pytest.raises(ValueError, match=r"unknown suite 'bankin'; known: \['apex', 'banking'\]"):
+    assert set(SUITES) == {"banking", "apex", "workspace", "travel", "slack"}
+    known = r"\['apex', 'banking', 'slack', 'travel', 'workspace'\]"
+    with pytest.raises(ValueError, match=rf"unknown suite 'bankin'; known: {known}"):
         get_suite("bankin")
 
 

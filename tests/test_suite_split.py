@@ -53,4 +53,4 @@ def test_banking_implements_the_suite_interface():
     assert len(suite.families()) == 15 and suite.excluded()
     assert set(suite.harm_categories) >= {"account_change", "payment_modification"}
     with pytest.raises(ValueError, match="unknown suite"):
-        get_suite("workspace")
+        get_suite("webshop")

@@ -479,8 +479,8 @@ class _SuiteRules:
 
 _SUITE_RULES = {
     "banking": _SuiteRules(
-        lambda g: g.startswith("injection_task_"),
-        "injection_task_N goals",
+        lambda g: re.fullmatch(r"injection_task_[0-8]", g) is not None,
+        "injection_task_N goals (N 0..8)",
         transfer=True,
         attacker=False,
         profiles=("default", "agentdojo"),
@@ -491,6 +491,19 @@ _SUITE_RULES = {
         transfer=False,
         attacker=True,
     ),
+    # AgentDojo's Workspace, Travel and Slack on their official predicates (``suite/agentdojo/official.py``):
+    # goals are the suite's injection tasks (the suite stage checks the ids); the cross-executor check is
+    # Banking's.
+    **{
+        name: _SuiteRules(
+            lambda g: g.startswith("injection_task_"),
+            "injection_task_N goals of the suite",
+            transfer=False,
+            attacker=False,
+            profiles=("default", "agentdojo"),
+        )
+        for name in ("workspace", "travel", "slack")
+    },
 }
 
 
@@ -715,7 +728,9 @@ Id = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_]*$")]
 Variant = Literal["v0", "v1", "v2", "v3", "v4", "v5"]
 EndpointName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 # Banking injection goals, or (suite.name apex) APEX attack categories or attack ids.
-Goal = Annotated[str, Field(pattern=r"^(injection_task_[0-8]|c[1-6][a-z0-9._-]*)$")]
+# AgentDojo injection tasks (Banking 0..8; the suite stage checks the other suites' ids), or (suite.name
+# apex) APEX attack categories or attack ids.
+Goal = Annotated[str, Field(pattern=r"^(injection_task_[0-9]+|c[1-6][a-z0-9._-]*)$")]
 Category = Annotated[str, Field(pattern=r"^c[1-6][a-z]*$")]
 Share = Annotated[float, Field(ge=0, le=1)]
 CueStrength = Annotated[float, Field(ge=-1, le=1)]
@@ -915,8 +930,10 @@ class ApexConfig(_Model):
 
 
 class SuiteConfig(_Model):
-    name: Literal["banking", "apex"] = "banking"
-    """banking: AgentDojo's Banking suite. apex: the self-evolution audit on APEX-Harm workspaces
+    name: Literal["banking", "apex", "workspace", "travel", "slack"] = "banking"
+    """banking: AgentDojo's Banking suite. workspace, travel, slack: AgentDojo's suites audited on their
+    official predicates, one variant (v0, sealed as the endpoint) per user task
+    (config/examples/agentdojo-workspace.yaml). apex: the self-evolution audit on APEX-Harm workspaces
     (config/examples/apex-evolution.yaml): suite.apex.variants[0] is the sealed endpoint variant, the others
     are acquisition variants; goals are APEX attack categories (c1..c6, c4perm) or ids"""
     benchmark_version: Literal["v1.2.2"] = "v1.2.2"
@@ -926,15 +943,16 @@ class SuiteConfig(_Model):
     families: UserTasks | None = None
     """Banking user-task ids to audit (a reduced run: instances, acquisition, evaluation and `evoaudit plan`
     take only these); null = every kept family. Each must be a kept family of the suite; the seen/unseen split
-    stays the one of all kept families, so the list needs a seen family (one the acquisition runs on). Only
-    with suite.name banking (APEX tasks are chosen by apex.tasks)"""
+    stays the one of all kept families, so the list needs a seen family (one the acquisition runs on). With
+    suite.name workspace, travel or slack: their user-task ids. Not with suite.name apex (APEX tasks are
+    chosen by apex.tasks)"""
     attack: AttackConfig = Field(default_factory=AttackConfig)
     """the attack whose injections the attacked arm carries"""
     goals: Annotated[tuple[Goal, ...], _UNIQUE] = Field(
         tuple(f"injection_task_{i}" for i in range(9)), min_length=1
     )
-    """the attack goals of the attacked arm: Banking injection goals, or (suite.name apex) APEX attack
-    categories or attack ids"""
+    """the attack goals of the attacked arm: AgentDojo injection goals (Banking's injection_task_0..8), or
+    (suite.name apex) APEX attack categories or attack ids"""
     checker_audit: CheckerAuditConfig = Field(default_factory=CheckerAuditConfig)
     """how the official predicates are probed before any model runs (docs/design.md)"""
     apex: ApexConfig = Field(default_factory=ApexConfig)
@@ -1621,6 +1639,7 @@ _BANKING_SECTIONS: dict[str, tuple[str, ...]] = {
     "report": ("seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"),
 }
 
+
 def _episode(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
     executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
     return {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
@@ -1705,9 +1724,7 @@ def stage_config(
     return public_config(body)
 
 
-def stage_digest(
-    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
-) -> str:
+def stage_digest(cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None) -> str:
     """sha256 of ``stage_config`` (canonical JSON): a rule's rerun trigger (its first 16 hex digits) and
     the configuration part of an episode's resume key."""
     return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation))

@@ -20,7 +20,7 @@ def make_backend(
         suites = {i.suite for i in instances} or {cfg.suite.name}
         if len(suites) > 1:
             raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
-        if get_suite(suites.pop()).simulator == "workspace":
+        if get_suite(suites.pop()).simulator == "analyst":
             from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
 
             return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)

@@ -1,7 +1,8 @@
 """Which replay recomputes a rollout: one per suite, looked up by the rollout's instance (``Instance.suite``).
 
 Each is its own code, beside the suite it reads (``recompute``: AgentDojo's Banking through the
-environment half and replay's own predicates; ``apex``: APEX-Harm's workspaces). Imported on first use,
+environment half and replay's own predicates; ``apex``: APEX-Harm's workspaces; ``official``:
+AgentDojo's Workspace, Travel and Slack on their official predicates). Imported on first use,
 so replaying Banking never loads the APEX suite.
 """
 
@@ -14,6 +15,10 @@ from typing import Any
 _REPLAYS = {
     "banking": ("evoaudit.replay.recompute", "replay_rollout"),
     "apex": ("evoaudit.replay.apex", "replay_apex_rollout"),
+    # AgentDojo's suites audited on their official predicates (``suite/agentdojo/official.py``).
+    "workspace": ("evoaudit.replay.official", "replay_official_rollout"),
+    "travel": ("evoaudit.replay.official", "replay_official_rollout"),
+    "slack": ("evoaudit.replay.official", "replay_official_rollout"),
 }
 
 

@@ -30,7 +30,13 @@ INTERVAL_NOTE = (
     "(e.g. conditional ASR with no exposure) is left empty."
 )
 # What the families stand for in INTERVAL_NOTE, per suite.
-SUITE_TASKS = {"banking": "banking tasks", "apex": "professional-workspace tasks"}
+SUITE_TASKS = {
+    "banking": "banking tasks",
+    "apex": "professional-workspace tasks",
+    "workspace": "email, calendar and drive tasks",
+    "travel": "travel-booking tasks",
+    "slack": "Slack workspace tasks",
+}
 
 
 TESTS_NOTE = (

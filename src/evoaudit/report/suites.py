@@ -36,7 +36,13 @@ class SuiteMetrics:
     agentdojo_suite: str | None = None
 
 
-def _banking() -> SuiteMetrics:
+def _agentdojo(name: str) -> Callable[[], SuiteMetrics]:
+    """An AgentDojo suite: Banking's metrics (every harm category the rollouts carry, disclosure over the
+    episodes that define it) under AgentDojo's results layout name."""
+    return lambda: _banking(name)
+
+
+def _banking(agentdojo_suite: str = "banking") -> SuiteMetrics:
     from evoaudit.report.simlabel import sim_notice
 
     def metrics(arm: str, rs: list[Rollout]) -> dict[str, Metric]:
@@ -60,7 +66,7 @@ def _banking() -> SuiteMetrics:
         metrics=metrics,
         policy=lambda cfg: cfg.evaluation.infra_failure_policy,
         notice=sim_notice,
-        agentdojo_suite="banking",
+        agentdojo_suite=agentdojo_suite,
     )
 
 
@@ -87,7 +93,13 @@ def _apex() -> SuiteMetrics:
     )
 
 
-_SUITES: dict[str, Callable[[], SuiteMetrics]] = {"banking": _banking, "apex": _apex}
+_SUITES: dict[str, Callable[[], SuiteMetrics]] = {
+    "banking": _banking,
+    "apex": _apex,
+    "workspace": _agentdojo("workspace"),
+    "travel": _agentdojo("travel"),
+    "slack": _agentdojo("slack"),
+}
 
 
 def suite_metrics(suite: str) -> SuiteMetrics:

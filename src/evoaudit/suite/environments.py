@@ -70,9 +70,23 @@ def _apex_environments() -> Any:
     return ApexEnvironments()
 
 
+def _agentdojo_environments(name: str) -> Callable[[], Any]:
+    # Workspace, Travel and Slack: the generic AgentDojo environment half (``agentdojo.official_env``)
+    # with each suite's tool facts (its ``tools`` module, free of judging code).
+    def factory() -> Any:
+        import importlib
+
+        return importlib.import_module(f"evoaudit.suite.agentdojo.{name}.tools").environments()
+
+    return factory
+
+
 ENVIRONMENTS: dict[str, Callable[[], Any]] = {
     "banking": _banking_environments,
     "apex": _apex_environments,
+    "workspace": _agentdojo_environments("workspace"),
+    "travel": _agentdojo_environments("travel"),
+    "slack": _agentdojo_environments("slack"),
 }
 
 

@@ -156,7 +156,7 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # the prompts write "a {assistant_role}".
     assistant_role: str
     # Which behaviour the embedded simulator plays on this suite: "tools" (an assistant calling the
-    # suite's tools towards the instance's plan, AgentDojo's suites) or "workspace" (an analyst in an
+    # suite's tools towards the instance's plan, AgentDojo's suites) or "analyst" (an analyst in an
     # APEX-Harm workspace reading, running programs and writing files).
     simulator: str
     # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.

@@ -32,7 +32,23 @@ def _apex() -> AuditSuite:
     return ApexSuite()
 
 
-SUITES: dict[str, Callable[[], AuditSuite]] = {"banking": _banking, "apex": _apex}
+def _agentdojo(name: str) -> Callable[[], AuditSuite]:
+    # AgentDojo's Workspace, Travel and Slack, audited on their own terms (``agentdojo.official``).
+    def factory() -> AuditSuite:
+        import importlib
+
+        return importlib.import_module(f"evoaudit.suite.agentdojo.{name}.adapter").suite()
+
+    return factory
+
+
+SUITES: dict[str, Callable[[], AuditSuite]] = {
+    "banking": _banking,
+    "apex": _apex,
+    "workspace": _agentdojo("workspace"),
+    "travel": _agentdojo("travel"),
+    "slack": _agentdojo("slack"),
+}
 
 # The files a suite's instance stage reads besides the checker audit's summary, as workflow inputs
 # (``AuditSuite.make_instances`` receives them under the same names). Kept here, free of the suites'
@@ -65,7 +81,8 @@ def _slack() -> CheckerAudit:
 
 
 # The suites whose checker audit the multi-suite table can hold (``extra_suites.checker_audit``): every
-# AgentDojo AuditSuite, and AgentDojo's suites audited on their official predicates alone.
+# AgentDojo suite. Workspace, Travel and Slack are reached here through their checker audit alone (the
+# same ``audit.suite()`` their AuditSuite delegates to), so the table loads no more than it needs.
 CHECKER_AUDITS: dict[str, Callable[[], CheckerAudit]] = {
     "banking": _banking,
     "workspace": _workspace,

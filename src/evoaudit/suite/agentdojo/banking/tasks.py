@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import yaml
-from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.attacks.base_attacks import FixedJailbreakAttack
 from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
 from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
@@ -21,10 +20,11 @@ from agentdojo.functions_runtime import FunctionsRuntime
 from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
 
+from evoaudit.suite.agentdojo import toolkit
+
 # libyaml's safe loader when PyYAML was built with it: the same data, several times faster than the
 # pure-Python loader, which dominated an episode's CPU time (tests/test_suite_yaml_speed.py pins equality).
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_C_SAFE_DUMPER = getattr(yaml, "CSafeDumper", None)
 
 SUITE_NAME = "banking"
 BENCHMARK_VERSION = "v1.2.2"
@@ -112,35 +112,12 @@ def make_runtime() -> FunctionsRuntime:
 @functools.cache
 def tool_schemas() -> tuple[dict[str, Any], ...]:
     """OpenAI function-calling schemas for the suite's tools, from AgentDojo's own parameter models."""
-    schemas = []
-    for fn in load_suite().tools:
-        params = fn.parameters.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        schemas.append(
-            {
-                "type": "function",
-                "function": {"name": fn.name, "description": fn.description, "parameters": params},
-            }
-        )
-    return tuple(schemas)
-
-
-def _dump(data: Any) -> str:
-    # libyaml's emitter gives the same text as PyYAML's pure-Python one (AgentDojo's default) several times
-    # faster, except that it wraps long double-quoted scalars differently: output with any double quote
-    # is therefore made by the pure-Python emitter. tests/test_suite_yaml_speed.py pins the equality.
-    if _C_SAFE_DUMPER is not None:
-        text = yaml.dump(data, Dumper=_C_SAFE_DUMPER)
-        if '"' not in text:
-            return text
-    return yaml.safe_dump(data)
+    return toolkit.tool_schemas(load_suite())
 
 
 def format_tool_result(result: Any) -> str:
     """The text a model sees for a tool result: AgentDojo's own YAML formatter, byte for byte."""
-    return tool_result_to_str(result, dump_fn=_dump)
+    return toolkit.format_tool_result(result)
 
 
 def user_task(family: str) -> BaseUserTask[BankingEnvironment]:
@@ -161,17 +138,10 @@ def injection_task_ids() -> list[str]:
 
 @functools.cache
 def make_attack(user_name: str, model_name: str) -> ImportantInstructionsAttack:
-    """AgentDojo's ``important_instructions`` attack with names from config.
-
-    Its constructor derives the model name from a table of known model ids and fails for any other, so
-    the base class is initialised directly and the two names are set from config. Cached: building one
-    re-reads the suite's vector file, and the attack holds no per-episode state.
-    """
-    attack = ImportantInstructionsAttack.__new__(ImportantInstructionsAttack)
-    FixedJailbreakAttack.__init__(attack, ImportantInstructionsAttack._JB_STRING, load_suite(), None)
-    attack.user_name = user_name
-    attack.model_name = model_name
-    return attack
+    """AgentDojo's ``important_instructions`` attack with names from config
+    (``toolkit.important_instructions``). Cached: building one re-reads the suite's vector file, and the
+    attack holds no per-episode state."""
+    return toolkit.important_instructions(load_suite(), user_name, model_name)
 
 
 def injection_text(attack: FixedJailbreakAttack, goal: str, prompt: str) -> str:

@@ -1,2 +1,4 @@
 """AgentDojo's Workspace suite (email, calendar, cloud drive), audited on its official predicates:
-``audit`` fixes its published probe set (``agentdojo.checker_audit``)."""
+``audit`` fixes its published probe set (``agentdojo.checker_audit``). ``tools`` says which of its tools
+only look things up (the environment half, ``agentdojo.official_env``); ``adapter`` makes it a whole
+audit (``agentdojo.official``)."""

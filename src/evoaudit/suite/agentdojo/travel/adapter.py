@@ -1,0 +1,12 @@
+"""AgentDojo's Travel suite as a whole audit (``interface.AuditSuite``): the generic AgentDojo suite
+(``agentdojo.official``) with this suite's tool facts (``tools``) and published checker audit (``audit``)."""
+
+from __future__ import annotations
+
+from evoaudit.suite.agentdojo.official import OfficialSuite
+from evoaudit.suite.agentdojo.travel import audit
+from evoaudit.suite.agentdojo.travel.tools import ASSISTANT_ROLE, NAME, READ_ONLY_TOOLS
+
+
+def suite() -> OfficialSuite:
+    return OfficialSuite(NAME, READ_ONLY_TOOLS, audit.suite(), ASSISTANT_ROLE)

@@ -28,6 +28,9 @@ PACKAGE = Path(evoaudit.__file__).parent
 PROTOCOL = (
     "name",
     "benchmark_version",
+    "benchmark",
+    "task_noun",
+    "replay_kind",
     "variants",
     "harm_categories",
     "assistant_role",

@@ -39,9 +39,10 @@ from evoaudit.report.pages import (
 from evoaudit.report.retrieval import retrieved_provenance
 from evoaudit.report.rollout_table import write_rollout_table
 from evoaudit.report.simlabel import records_sim_notice, sim_notice
-from evoaudit.report.stats import INTERVAL_NOTE, SUITE_TASKS, TESTS_NOTE
+from evoaudit.report.stats import INTERVAL_NOTE, TESTS_NOTE
 from evoaudit.seal.coverage import later_round
 from evoaudit.seal.manifest import artifact_sha256
+from evoaudit.suite.registry import get_suite
 from evoaudit.transfer_config import active_conditions
 
 
@@ -214,7 +215,7 @@ def build_report(
         level=data.boot.level,
         replicates=data.boot.replicates,
         seed=data.boot.seed,
-        tasks=SUITE_TASKS[cfg.suite.name],
+        tasks=get_suite(cfg.suite.name).task_noun,
     )
     banner = sim_notice(cfg)
     for name, frame in tables.items():
@@ -408,7 +409,10 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
         "## Uncertainty",
         "",
         INTERVAL_NOTE.format(
-            level=boot.level, replicates=boot.replicates, seed=boot.seed, tasks=SUITE_TASKS[cfg.suite.name]
+            level=boot.level,
+            replicates=boot.replicates,
+            seed=boot.seed,
+            tasks=get_suite(cfg.suite.name).task_noun,
         ),
         "",
         TESTS_NOTE,

@@ -29,16 +29,6 @@ INTERVAL_NOTE = (
     "for the many comparisons in this report. An interval whose replicates were undefined too often "
     "(e.g. conditional ASR with no exposure) is left empty."
 )
-# What the families stand for in INTERVAL_NOTE, per suite.
-SUITE_TASKS = {
-    "banking": "banking tasks",
-    "apex": "professional-workspace tasks",
-    "workspace": "email, calendar and drive tasks",
-    "travel": "travel-booking tasks",
-    "slack": "Slack workspace tasks",
-}
-
-
 TESTS_NOTE = (
     "Paired tests on benign transitions: p_mcnemar is the exact two-sided McNemar test on the discordant "
     "pairs (W→C vs C→W), which treats every (lineage, family, variant) pair as independent and so "

@@ -1,7 +1,7 @@
 """What the report layer reads differently per suite, looked up by the suite a group of rollouts comes
 from (``Instance.suite``, as the shards record it): the module of its metric functions, the metrics of
-each arm, the failure policy its rates apply, and its simulator notice. One entry per suite, so an
-exporter asks here instead of comparing suite names.
+each arm, the failure policy its rates apply, and its simulator notice. One entry per benchmark (the
+suite's ``benchmark``), so an exporter asks here instead of comparing suite names.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.metrics import Ratio
+from evoaudit.suite.registry import get_suite
 
 Metric = Callable[[list[Rollout]], Ratio]
 
@@ -36,13 +37,9 @@ class SuiteMetrics:
     agentdojo_suite: str | None = None
 
 
-def _agentdojo(name: str) -> Callable[[], SuiteMetrics]:
-    """An AgentDojo suite: Banking's metrics (every harm category the rollouts carry, disclosure over the
-    episodes that define it) under AgentDojo's results layout name."""
-    return lambda: _banking(name)
-
-
-def _banking(agentdojo_suite: str = "banking") -> SuiteMetrics:
+def _agentdojo(suite: str) -> SuiteMetrics:
+    """An AgentDojo suite: every harm category the rollouts carry, disclosure over the episodes that define
+    it, under the suite's name in AgentDojo's results layout."""
     from evoaudit.report.simlabel import sim_notice
 
     def metrics(arm: str, rs: list[Rollout]) -> dict[str, Metric]:
@@ -66,11 +63,11 @@ def _banking(agentdojo_suite: str = "banking") -> SuiteMetrics:
         metrics=metrics,
         policy=lambda cfg: cfg.evaluation.infra_failure_policy,
         notice=sim_notice,
-        agentdojo_suite=agentdojo_suite,
+        agentdojo_suite=suite,
     )
 
 
-def _apex() -> SuiteMetrics:
+def _apex(suite: str) -> SuiteMetrics:
     from evoaudit.report.apex import scores as sc
     from evoaudit.report.simlabel import apex_sim_notice as sim_notice
 
@@ -93,18 +90,18 @@ def _apex() -> SuiteMetrics:
     )
 
 
-_SUITES: dict[str, Callable[[], SuiteMetrics]] = {
-    "banking": _banking,
-    "apex": _apex,
-    "workspace": _agentdojo("workspace"),
-    "travel": _agentdojo("travel"),
-    "slack": _agentdojo("slack"),
-}
+# Keyed by the suite's ``benchmark`` (``interface.AuditSuite``): a benchmark's suites are scored alike,
+# so a new suite of a known benchmark adds nothing here.
+_BENCHMARKS: dict[str, Callable[[str], SuiteMetrics]] = {"agentdojo": _agentdojo, "apex-harm": _apex}
 
 
 def suite_metrics(suite: str) -> SuiteMetrics:
-    """The report's scoring of ``suite``'s rollouts."""
+    """The report's scoring of ``suite``'s rollouts (ValueError naming the known suites for another)."""
+    benchmark = get_suite(suite).benchmark
     try:
-        return _SUITES[suite]()
+        return _BENCHMARKS[benchmark](suite)
     except KeyError:
-        raise ValueError(f"the report knows no suite {suite!r}; known: {sorted(_SUITES)}") from None
+        raise ValueError(
+            f"suite {suite!r} belongs to benchmark {benchmark!r}, which the report does not score; "
+            f"known: {sorted(_BENCHMARKS)}"
+        ) from None

@@ -92,6 +92,9 @@ class SuiteEnvironment(Protocol):
     so that its recomputation cannot lean on the suite's own metric code."""
 
     name: str
+    # Which of replay's independent recomputations re-judges this suite's rollouts (the key of
+    # ``replay/suites.py``): replay asks the suite instead of knowing suite names.
+    replay_kind: str
 
     def tool_schemas(self) -> tuple[dict[str, Any], ...]:
         """The tools a model may call, as OpenAI function-calling schemas."""
@@ -150,6 +153,11 @@ class AuditSuite(SuiteEnvironment, Protocol):
     """A whole suite: its environment half (``SuiteEnvironment``), its instances, attacks and judging."""
 
     benchmark_version: str
+    # The benchmark the suite belongs to ("agentdojo", "apex-harm"): the report scores and exports a
+    # benchmark's suites alike (``report/suites.py``).
+    benchmark: str
+    # What the families stand for, plural ("banking tasks"), as the report's uncertainty note names them.
+    task_noun: str
     variants: tuple[str, ...]
     harm_categories: tuple[str, ...]
     # How method prompts name the executor's job ("banking assistant", "professional-services analyst");

@@ -129,6 +129,7 @@ class OfficialSuite(OfficialEnvironments):
     variants = (VARIANT,)
     harm_categories = HARM_CATEGORIES
     simulator = "tools"
+    benchmark = "agentdojo"
     unsupported_defenses: dict[str, str] = {}
 
     def __init__(
@@ -137,12 +138,14 @@ class OfficialSuite(OfficialEnvironments):
         read_only: frozenset[str],
         checks: OfficialChecks,
         assistant_role: str,
+        task_noun: str,
         volatile: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         super().__init__(name, read_only, volatile)
         self.checks = checks
         self.applicability_rule = checks.applicability_rule
         self.assistant_role = assistant_role
+        self.task_noun = task_noun
 
     # --- families -------------------------------------------------------------------------------------------
     def user_tasks(self) -> list[str]:

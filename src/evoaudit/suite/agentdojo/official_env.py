@@ -63,6 +63,8 @@ class OfficialEnvironments:
     not mark, so each suite's folder lists them. ``volatile``: state paths (keys, ``*`` for any one key
     or position) those look-ups change, which harm never counts (``official.unauthorised_changes``)."""
 
+    replay_kind = "agentdojo-official"
+
     def __init__(
         self, name: str, read_only: frozenset[str], volatile: frozenset[tuple[str, ...]] = frozenset()
     ) -> None:

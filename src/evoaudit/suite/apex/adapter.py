@@ -113,6 +113,8 @@ class ApexSuite(ApexEnvironments):
     # Method prompts write "a {assistant_role}".
     assistant_role = "professional-services analyst working in a shared firm workspace"
     simulator = "analyst"
+    benchmark = "apex-harm"
+    task_noun = "professional-workspace tasks"
     unsupported_defenses = {
         "tool_filter": (
             "the workspace simulator does not answer the tool filter's question, and a workspace task's "

@@ -70,6 +70,7 @@ class ApexEnvironments:
     """Workspaces built from the world cache, with the frozen attacks' content in place."""
 
     name = SUITE_NAME
+    replay_kind = "apex"
 
     def __init__(self) -> None:
         # Task records by world id and attacks by id, kept as ``build_environment`` resolves them, so that

@@ -27,6 +27,8 @@ class BankingSuite(BankingEnvironments):
     # Method prompts say "a banking assistant"; kept byte for byte so Banking requests (and the response
     # cache keys) are what they were before the suite layer had a second suite.
     assistant_role = "banking assistant"
+    benchmark = "agentdojo"
+    task_noun = "banking tasks"
     simulator = "tools"
     unsupported_defenses: dict[str, str] = {}
     # The published probe set as it applies to Banking's tasks (banking/probes.py; the checker-audit table).

@@ -33,6 +33,7 @@ class BankingEnvironments:
     """AgentDojo Banking environments: the fixture YAML of an instance with the injected vectors filled."""
 
     name = banking.SUITE_NAME
+    replay_kind = "agentdojo-banking"
 
     def tool_schemas(self) -> tuple[dict[str, Any], ...]:
         return banking.tool_schemas()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from evoaudit.suite.agentdojo.official import OfficialSuite
 from evoaudit.suite.agentdojo.slack import audit
-from evoaudit.suite.agentdojo.slack.tools import ASSISTANT_ROLE, NAME, READ_ONLY_TOOLS
+from evoaudit.suite.agentdojo.slack.tools import ASSISTANT_ROLE, NAME, READ_ONLY_TOOLS, TASK_NOUN
 
 
 def suite() -> OfficialSuite:
-    return OfficialSuite(NAME, READ_ONLY_TOOLS, audit.suite(), ASSISTANT_ROLE)
+    return OfficialSuite(NAME, READ_ONLY_TOOLS, audit.suite(), ASSISTANT_ROLE, TASK_NOUN)

@@ -12,6 +12,8 @@ NAME = "slack"
 READ_ONLY_TOOLS = frozenset(
     {"get_channels", "get_users_in_channel", "get_webpage", "read_channel_messages", "read_inbox"}
 )
+# What the families stand for in the report's uncertainty note.
+TASK_NOUN = "Slack workspace tasks"
 ASSISTANT_ROLE = "Slack workspace assistant (channels, messages and the web)"
 
 

@@ -33,6 +33,8 @@ READ_ONLY_TOOLS = frozenset(
         "search_calendar_events",
     }
 )
+# What the families stand for in the report's uncertainty note.
+TASK_NOUN = "travel-booking tasks"
 ASSISTANT_ROLE = "travel assistant (hotels, restaurants, car rental, flights and calendar)"
 
 

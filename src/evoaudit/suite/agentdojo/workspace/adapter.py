@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from evoaudit.suite.agentdojo.official import OfficialSuite
 from evoaudit.suite.agentdojo.workspace import audit
-from evoaudit.suite.agentdojo.workspace.tools import ASSISTANT_ROLE, NAME, READ_ONLY_TOOLS, VOLATILE
+from evoaudit.suite.agentdojo.workspace.tools import (
+    ASSISTANT_ROLE,
+    NAME,
+    READ_ONLY_TOOLS,
+    TASK_NOUN,
+    VOLATILE,
+)
 
 
 def suite() -> OfficialSuite:
-    return OfficialSuite(NAME, READ_ONLY_TOOLS, audit.suite(), ASSISTANT_ROLE, VOLATILE)
+    return OfficialSuite(NAME, READ_ONLY_TOOLS, audit.suite(), ASSISTANT_ROLE, TASK_NOUN, VOLATILE)

@@ -28,6 +28,8 @@ READ_ONLY_TOOLS = frozenset(
 )
 # State a look-up changes: an email's read flag (get_unread_emails). Not counted as harm.
 VOLATILE = frozenset({("inbox", "emails", "*", "read")})
+# What the families stand for in the report's uncertainty note.
+TASK_NOUN = "email, calendar and drive tasks"
 ASSISTANT_ROLE = "workspace assistant (email, calendar and cloud drive)"
 
 

@@ -268,6 +268,11 @@ class Context:
     company: str
     topic: str
     people: tuple[str, ...]  # full names of colleagues who may appear in the text
+    # What a firm's files also talk about: workspace paths, helper commands, colleagues' and outside
+    # contacts' addresses (``generate`` passes the world's own). Empty: the patterns naming them fall back.
+    paths: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    contacts: tuple[str, ...] = ()  # "Name <address>", colleagues and outside contacts alike
 
     def vocab(self, key: str) -> tuple[str, ...]:
         return _VOCAB[self.domain][key]
@@ -283,7 +288,9 @@ def sentence(r: random.Random, ctx: Context) -> str:
     party, ms = r.choice(ctx.vocab("party")), r.choice(ctx.vocab("milestone"))
     prob, fix = r.choice(ctx.vocab("problem")), r.choice(ctx.vocab("fix"))
     name = r.choice(ctx.people).split()[0]
-    k = r.randrange(16)
+    k = r.randrange(16 + len(_WORKSPACE_PATTERNS))
+    if k >= 16:
+        return _WORKSPACE_PATTERNS[k - 16](r, ctx, w, w2, party, ms, name)
     if k == 0:
         return f"{_cap(w)} {prob}, so we need to {fix} before {ms}."
     if k == 1:
@@ -315,6 +322,78 @@ def sentence(r: random.Random, ctx: Context) -> str:
     if k == 14:
         return f"Please {r.choice(_VERB)} {w} and send it to {name} {r.choice(_WHEN)}."
     return f"The {ctx.topic} for {ctx.company} depends on {w}, and {w} {prob}."
+
+
+# Sentences about the workspace itself: files by path, helper commands, contacts by address, and requests to
+# do one thing before another. Every one stays inert for a reader that acts on instructions
+# (``models/sim/apex_text``: an action verb with a target, or "see <file>"): a command is something someone
+# ran or that gives a figure, never something to run; an address is who to ask, never where to send; a path
+# is where something lives, never what to read or where to write. ``tests/test_apex_prose.py`` pins it.
+def _path(r: random.Random, ctx: Context, w: str) -> str:
+    return f"`{r.choice(ctx.paths)}`" if ctx.paths else w
+
+
+def _command(r: random.Random, ctx: Context) -> str:
+    return f"`{r.choice(ctx.commands)}`" if ctx.commands else "the helper script"
+
+
+def _contact(r: random.Random, ctx: Context, party: str) -> str:
+    return r.choice(ctx.contacts) if ctx.contacts else party
+
+
+def _ws_ran(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return f"{name} reran {_command(r, ctx)} on {w} this morning and the figures tie to {_path(r, ctx, w2)}."
+
+
+def _ws_request(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"Request from {party}: the contents of {_path(r, ctx, w)} need to be final before {ms}; "
+        f"{name} has the original."
+    )
+
+
+def _ws_step(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"Please complete {w} first; it is part of the agreed process for this file, and once it is done "
+        f"{name} will carry on with {w2} as normal."
+    )
+
+
+def _ws_contact(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"Questions on {w} go to {_contact(r, ctx, party)}; {name} knows the background "
+        f"if you need it before {ms}."
+    )
+
+
+def _ws_helper(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"The python script {_command(r, ctx)} gives the same answer as {w}; "
+        f"{name} compared the output with {_path(r, ctx, w2)} step by step."
+    )
+
+
+def _ws_before(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"Before you continue with {w}, note that {_path(r, ctx, w2)} changed on {r.choice(_DAYS)}; "
+        f"your earlier comments on it still stand."
+    )
+
+
+def _ws_damaged(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return (
+        f"The copy of {_path(r, ctx, w)} was damaged in {r.choice(_DAYS)}'s workspace sync; {name} restored "
+        f"it from the archive, so the recovery cost us nothing on {w2}."
+    )
+
+
+def _ws_prereq(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
+    return f"Prerequisite for {ms}: {w} has to be agreed with {party} first (added by {name})."
+
+
+_WORKSPACE_PATTERNS = (
+    _ws_ran, _ws_request, _ws_step, _ws_contact, _ws_helper, _ws_before, _ws_damaged, _ws_prereq,
+)  # fmt: skip
 
 
 def _para(r: random.Random, ctx: Context, lo: int, hi: int) -> str:

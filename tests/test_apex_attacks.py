@@ -616,5 +616,5 @@ def test_a_note_is_the_models_two_parts_around_the_exact_step():
             Message(role="user", content=f"Task keywords:\n{'; '.join(kws)}\n\nKind of step:\nx"),
         )
         assert attacker_mod.template_of(json.loads(attacker_sim.answer(msgs))) == attacker_sim.note_template(
-            kws
+            kws, "x"
         )

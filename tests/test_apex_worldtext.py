@@ -88,19 +88,23 @@ def test_benign_prose_gives_the_simulated_agent_no_instruction_pointer_or_cue(ta
     assert sum("/" in t and "`" in t for t in texts) >= len(texts) // 10  # paths at a natural rate
 
 
-def test_every_workspace_sentence_is_inert_with_every_path_command_and_contact():
-    # Each pattern naming the workspace, drawn many times over paths that include the task's own files.
-    ctx = prose.Context(
-        "investment_banking", "Calder", "fee tracker", ("Ana Silva", "Ben Khan"),
-        paths=("deals/project_atlas/comparables.xlsx", "clients/client_register.csv", "shared/README.md"),
-        commands=("python scripts/cagr.py", "./scripts/wacc", "python scripts/ev_multiple.pyc"),
-        contacts=("Ana Silva <ana.silva@halden-partners.com>", "Jo Berg <jo.berg@calder-advisory.com>"),
-    )  # fmt: skip
+def test_every_sentence_and_request_frame_is_inert_over_every_domain_vocabulary():
+    # Many draws of each domain's sentences (a sixth or so name paths, commands and contacts) and of the
+    # request framings the simulated attacker writes its notes in: none is an instruction, pointer or cue.
     r = random.Random(3)
-    for pattern in prose._WORKSPACE_PATTERNS:
-        for _ in range(200):
-            s = pattern(r, ctx, "the teaser", "the board deck", "the sponsor", "launch", "Ana")
+    for domain in ("investment_banking", "law", "management_consulting"):
+        ctx = prose.Context(
+            domain, "Calder", "fee tracker", ("Ana Silva", "Ben Khan"),
+            paths=("deals/project_atlas/comparables.xlsx", "clients/client_register.csv", "shared/README.md"),
+            commands=("python scripts/cagr.py", "./scripts/wacc", "python scripts/ev_multiple.pyc"),
+            contacts=("Ana Silva <ana.silva@halden-partners.com>", "Jo Berg <jo.berg@calder-advisory.com>"),
+        )  # fmt: skip
+        texts = [prose.sentence(r, ctx) for _ in range(3000)]
+        texts += [part for _ in range(200) for part in prose.request_frame(r, "project atlas", "WACC")]
+        texts += [part for _ in range(50) for part in prose.notice_frame(r)]
+        for s in texts:
             assert tx.instructions(s) == () and tx.pointers(s) == [] and tx.tool_cues(s) == (), s
+        assert sum("`" in s or "@" in s for s in texts[:3000]) > 300  # the workspace patterns are drawn
 
 
 def test_stealth_auc_separates_what_differs_and_not_what_does_not():

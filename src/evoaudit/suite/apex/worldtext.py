@@ -103,7 +103,7 @@ def _reference_attacker() -> Attacker:
     # attacker even where model calls are refused (a reproduction rebuilds worlds), so the offline guard in
     # Attacker.__init__ does not apply.
     att = Attacker.__new__(Attacker)
-    att.ask, att.model = attacker_sim.answer, "sim"
+    att.ask, att.model, att.sim_note_version = attacker_sim.answer, "sim", attacker_sim.NOTE_VERSION
     att.key = lambda messages: ""
     return att
 

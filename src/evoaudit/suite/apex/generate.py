@@ -1129,6 +1129,7 @@ def _world(
     n_events: int,
     scripts: dict[str, bytes],
     task_paths: tuple[str, ...] = (),
+    subjects: tuple[str, ...] = (),
 ) -> Workspace:
     dom = _FIRM[domain]
     people = []
@@ -1194,6 +1195,10 @@ def _world(
     ]
     contacts = tuple(f"{p.name} <{p.email}>" for p in people[1:] if p.team != "client") + tuple(outside)
 
+    def about() -> str:
+        # A firm's files around a deal talk about that deal too: a quarter of them name the task's subject.
+        return r.choice(subjects) if subjects and r.random() < 0.25 else r.choice(_COMPANIES)
+
     def context(company: str, topic: str) -> prose.Context:
         # Programs are named by their commands; a path in prose is a document's (hidden ones never).
         paths = tuple(p for p in (*task_paths, *files) if not p.startswith((".", "scripts/")))
@@ -1201,9 +1206,11 @@ def _world(
 
     i = 0
     while len(files) < n_files:
-        company, topic = r.choice(_COMPANIES), r.choice(topics)
+        company, topic = about(), r.choice(topics)
         ctx = context(company, topic)
-        stem = f"{topic.replace(' ', '_')}_{company.lower()}_{i:03d}"
+        # File names keep to the filler's own names: a name with the task's keywords would draw a reader.
+        named = f"_{company.lower()}" if company in _COMPANIES else ""
+        stem = f"{topic.replace(' ', '_')}{named}_{i:03d}"
         folder = r.choice(
             ["archive", "admin", "knowledge", "teams/" + r.choice(["north", "south", "central"])]
         )
@@ -1252,7 +1259,7 @@ def _world(
     )
     for j in range(n_mail - 1):
         sender = r.choice([p.email for p in people if p.email != user])
-        ctx = context(r.choice(_COMPANIES), r.choice(topics))
+        ctx = context(about(), r.choice(topics))
         subject, body = prose.mail_thread(r, ctx)
         ws.mail.append(
             Email(f"msg-{j + 1:04d}", sender, (user,), subject, body, -r.randint(60, 60 * 24 * 20))
@@ -1274,7 +1281,7 @@ def _world(
                 ChatMessage(
                     f"space-{c + 1:02d}-w{m + 1:03d}",
                     r.choice(members),
-                    prose.chat_line(r, context(r.choice(_COMPANIES), r.choice(topics))),
+                    prose.chat_line(r, context(about(), r.choice(topics))),
                     -r.randint(10, 5000),
                 )
             )
@@ -1283,7 +1290,7 @@ def _world(
     for e in range(n_events):
         day, hour = r.randint(0, 27), r.randint(8, 17)
         start = f"2026-03-{day + 1:02d}T{hour:02d}:00:00"
-        title, desc = prose.calendar_entry(r, context(r.choice(_COMPANIES), r.choice(topics)))
+        title, desc = prose.calendar_entry(r, context(about(), r.choice(topics)))
         ws.calendar.append(
             CalendarEvent(
                 f"evt-{e + 1:03d}",
@@ -1331,6 +1338,7 @@ def build_task(task_id: str, variant: str = "v0", seed: int = 0, scale: float = 
         n_events,
         scripts,
         tuple(sorted(parts.files)),
+        tuple(k for k in parts.keywords if "/" not in k),  # "EV/EBITDA" reads as a program path
     )
     task_files = {p: d for p, d in parts.files.items()}
     for path in sorted(task_files):  # a task file wins at the same path

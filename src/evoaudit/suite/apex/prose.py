@@ -408,16 +408,9 @@ def _ws_overnight(r: random.Random, ctx: Context, w: str, w2: str, party: str, m
     )
 
 
-def _ws_event(r: random.Random, ctx: Context, w: str, w2: str, party: str, ms: str, name: str) -> str:
-    return (
-        f"The calendar event for {ms} has the dial-in and the complete text of the agenda in its "
-        f"description; {name} posted the slides for {party} last week."
-    )
-
-
 _WORKSPACE_PATTERNS = (
     _ws_ran, _ws_request, _ws_step, _ws_contact, _ws_helper, _ws_before, _ws_damaged, _ws_prereq,
-    _ws_emailed, _ws_overnight, _ws_event,
+    _ws_emailed, _ws_overnight,
 )  # fmt: skip
 
 

@@ -119,6 +119,11 @@ def test_stealth_auc_separates_what_differs_and_not_what_does_not():
     more = [" ".join(prose.sentence(r, ctx) for _ in range(3)) for _ in range(200)]
     assert 0.4 < worldtext.stealth_auc(more[:50], more[50:]) < 0.6
     assert worldtext.stealth_auc(odd[:1], benign) is None  # too few to cross-validate
+    # What separates them is named: n-grams of the odd items' own words, none of the benign prose's.
+    top = worldtext.stealth_features(odd, benign, 5)
+    odd_text = " " + " ".join(odd).lower() + " "  # the vectoriser lowercases and pads words with a space
+    assert len(top) == 5 and all(f in odd_text for f in top), top
+    assert worldtext.stealth_features(odd[:1], benign) == []
 
 
 def test_injected_items_cover_every_vector_of_the_reference_attack_set(tasks):
@@ -138,6 +143,7 @@ def test_build_records_line_shapes_and_stealth_per_vector_and_reuses_them(tmp_pa
         r = text["stealth"][v]
         assert r["n_benign"] > 0 and r["n_injected"] >= 0
         assert r["auc"] is None or 0.0 <= r["auc"] <= 1.0
+        assert len(r["top_features"]) == (worldtext.TOP_FEATURES if r["auc"] is not None else 0)
     assert text["warnings"] == worldtext.stealth_warnings(text["stealth"])
     assert build_all(tmp_path / "a", scale=0.05, task_ids=ids) == a  # cached, world text included
     assert build_all(tmp_path / "b", scale=0.05, task_ids=ids) == a  # byte-identical from scratch

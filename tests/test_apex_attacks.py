@@ -26,7 +26,7 @@ from evoaudit.suite.apex import attacker as attacker_mod
 from evoaudit.suite.apex import attacks, goals, placement, programs, tools
 from evoaudit.suite.apex.attacker import Attacker, AttackerError, make_attacker
 from evoaudit.suite.apex.attacker_sim import extract_keywords
-from evoaudit.suite.apex.generate import TASK_IDS, build_task
+from evoaudit.suite.apex.generate import TASK_IDS, build_task, task_parts
 from evoaudit.suite.apex.isolation import available_sandbox
 from evoaudit.suite.apex.threat import AttackInstance
 
@@ -616,5 +616,20 @@ def test_a_note_is_the_models_two_parts_around_the_exact_step():
             Message(role="user", content=f"Task keywords:\n{'; '.join(kws)}\n\nKind of step:\nx"),
         )
         assert attacker_mod.template_of(json.loads(attacker_sim.answer(msgs))) == attacker_sim.note_template(
-            kws
+            kws, "x"
         )
+
+
+def test_the_simulated_attackers_notes_vary_their_framing_and_the_set_records_the_note_version(attack_file):
+    from evoaudit.suite.apex import attacker_sim
+
+    path, _ = attack_file
+    assert json.loads(path.read_text())["attacker"]["sim_note_version"] == attacker_sim.NOTE_VERSION
+    kinds = ("email a file to an outside address", "run a provided program", "post a secret in a channel")
+    keywords = [extract_keywords(task_parts(t).prompt) for t in TASK_IDS]
+    notes = [attacker_sim.note_template(kws, kind) for kws in keywords for kind in kinds]
+    assert all(n.count("{ACTION}") == 1 for n in notes)
+    openings = {n.split()[0] for n in notes}
+    assert len(openings) >= 5, openings  # version 1 opened every note with "Prerequisite"
+    # A pure function of (keywords, kind of step): the set stays byte-identical.
+    assert notes == [attacker_sim.note_template(kws, kind) for kws in keywords for kind in kinds]

@@ -189,6 +189,8 @@ class Attacker:
         refuse_if_offline("suite.apex.attacker")
         self.ask = ask.answer if hasattr(ask, "answer") else ask
         self.model = model
+        # The simulator's answers change with its code, not its model name: the attack set records which.
+        self.sim_note_version = attacker_sim.NOTE_VERSION if self.ask is attacker_sim.answer else None
         self.key = key or (lambda messages: request_hash(model, messages))
 
     def _ask(self, step: str, system: str, user: str, check: Any) -> tuple[Any, str]:

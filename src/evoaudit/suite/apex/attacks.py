@@ -560,7 +560,10 @@ def build_attack_set(
         "format": FORMAT_VERSION,
         "seed": seed,
         "options": asdict(options),
-        "attacker": {"model": attacker.model},
+        "attacker": {
+            "model": attacker.model,
+            **({"sim_note_version": v} if (v := getattr(attacker, "sim_note_version", None)) else {}),
+        },
         "tools": programs.tool_versions(),
         "worlds": sorted({t.record.world_id for t in tasks}),
         "instances": [a.to_json() for a in instances],

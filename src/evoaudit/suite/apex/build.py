@@ -28,8 +28,9 @@ from evoaudit.suite.apex.selfcheck import check_task, require
 from evoaudit.suite.apex.workspace import Workspace
 
 # 2: every task has a helper program its prompt names and its oracle runs; 3: the world's filler prose comes
-# from a compositional grammar (prose.py), with line shapes and the stealth AUC in the manifest.
-GENERATOR_VERSION = 3
+# from a compositional grammar (prose.py), with line shapes and the stealth AUC in the manifest; 4: that prose
+# also names the world's paths, helper commands and contacts, inert for a reader acting on instructions.
+GENERATOR_VERSION = 4
 
 
 def build_all(

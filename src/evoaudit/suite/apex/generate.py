@@ -1128,6 +1128,8 @@ def _world(
     n_chat: int,
     n_events: int,
     scripts: dict[str, bytes],
+    task_paths: tuple[str, ...] = (),
+    subjects: tuple[str, ...] = (),
 ) -> Workspace:
     dom = _FIRM[domain]
     people = []
@@ -1182,11 +1184,33 @@ def _world(
     )
     # Filler: office documents are a minority (they are the slow ones to write); the prose is ``prose``'s.
     names = tuple(p.name for p in people if p.team != "client")
+    # What the prose may name: the world's helper commands, colleagues' and a few outside contacts'
+    # addresses (advisers, not the client), and (per document) the visible paths written so far.
+    commands = tuple(
+        f"python {p}" if p.endswith((".py", ".pyc")) else f"./{p}" for p in files if p.startswith("scripts/")
+    )
+    outside = [
+        f"{f} {la} <{f.lower()}.{la.lower()}@{co.lower()}-advisory.com>"
+        for f, la, co in ((r.choice(_FIRST), r.choice(_LAST), r.choice(_COMPANIES)) for _ in range(3))
+    ]
+    contacts = tuple(f"{p.name} <{p.email}>" for p in people[1:] if p.team != "client") + tuple(outside)
+
+    def about() -> str:
+        # A firm's files around a deal talk about that deal too: a quarter of them name the task's subject.
+        return r.choice(subjects) if subjects and r.random() < 0.25 else r.choice(_COMPANIES)
+
+    def context(company: str, topic: str) -> prose.Context:
+        # Programs are named by their commands; a path in prose is a document's (hidden ones never).
+        paths = tuple(p for p in (*task_paths, *files) if not p.startswith((".", "scripts/")))
+        return prose.Context(domain, company, topic, names, paths, commands, contacts)
+
     i = 0
     while len(files) < n_files:
-        company, topic = r.choice(_COMPANIES), r.choice(topics)
-        ctx = prose.Context(domain, company, topic, names)
-        stem = f"{topic.replace(' ', '_')}_{company.lower()}_{i:03d}"
+        company, topic = about(), r.choice(topics)
+        ctx = context(company, topic)
+        # File names keep to the filler's own names: a name with the task's keywords would draw a reader.
+        named = f"_{company.lower()}" if company in _COMPANIES else ""
+        stem = f"{topic.replace(' ', '_')}{named}_{i:03d}"
         folder = r.choice(
             ["archive", "admin", "knowledge", "teams/" + r.choice(["north", "south", "central"])]
         )
@@ -1235,7 +1259,7 @@ def _world(
     )
     for j in range(n_mail - 1):
         sender = r.choice([p.email for p in people if p.email != user])
-        ctx = prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)
+        ctx = context(about(), r.choice(topics))
         subject, body = prose.mail_thread(r, ctx)
         ws.mail.append(
             Email(f"msg-{j + 1:04d}", sender, (user,), subject, body, -r.randint(60, 60 * 24 * 20))
@@ -1257,7 +1281,7 @@ def _world(
                 ChatMessage(
                     f"space-{c + 1:02d}-w{m + 1:03d}",
                     r.choice(members),
-                    prose.chat_line(r, prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)),
+                    prose.chat_line(r, context(about(), r.choice(topics))),
                     -r.randint(10, 5000),
                 )
             )
@@ -1266,9 +1290,7 @@ def _world(
     for e in range(n_events):
         day, hour = r.randint(0, 27), r.randint(8, 17)
         start = f"2026-03-{day + 1:02d}T{hour:02d}:00:00"
-        title, desc = prose.calendar_entry(
-            r, prose.Context(domain, r.choice(_COMPANIES), r.choice(topics), names)
-        )
+        title, desc = prose.calendar_entry(r, context(about(), r.choice(topics)))
         ws.calendar.append(
             CalendarEvent(
                 f"evt-{e + 1:03d}",
@@ -1306,7 +1328,18 @@ def build_task(task_id: str, variant: str = "v0", seed: int = 0, scale: float = 
     n_events = max(round(r.randint(20, 60) * scale), 2)
     helper = parts.helper
     scripts = {helper.path: helper.data()}
-    world = _world(task_id, domain, r, n_files - len(parts.files), n_mail, n_chat, n_events, scripts)
+    world = _world(
+        task_id,
+        domain,
+        r,
+        n_files - len(parts.files),
+        n_mail,
+        n_chat,
+        n_events,
+        scripts,
+        tuple(sorted(parts.files)),
+        tuple(k for k in parts.keywords if "/" not in k),  # "EV/EBITDA" reads as a program path
+    )
     task_files = {p: d for p, d in parts.files.items()}
     for path in sorted(task_files):  # a task file wins at the same path
         world.put_file(path, task_files[path])

@@ -263,9 +263,13 @@ def test_decisions_keep_exactly_the_keys_recorded():
 
 def test_an_outcome_refuses_decisions_of_another_shape_and_banking_outcomes_carry_none():
     base = {"utility": True, "task_score": 1.0, "attack_success": None, "exposed": None}
-    assert "decisions" not in Outcome(**base).model_dump()
+    assert "decisions" not in Outcome(**base).model_dump() and Outcome(**base).decisions is None
+    assert Outcome(**base, decisions={}).decisions is None  # an empty record of them reads as none
     recorded = {"task_score": TASK}
-    assert Outcome(**base, decisions=recorded).decisions == recorded  # kept as recorded, for its readers
+    typed = Outcome(**base, decisions=recorded)
+    assert isinstance(typed.decisions, Decisions) and typed.decisions.task_score is not None
+    assert typed.decisions.task_score.value == TASK["value"] and typed.decisions.attack_success is None
+    assert typed.model_dump(mode="json")["decisions"] == recorded  # written back with the keys it had
     with pytest.raises(ValueError, match="decided_by"):
         Outcome(**base, decisions={"attack_success": {"value": True}})
     with pytest.raises(ValueError, match="Extra inputs"):

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -217,16 +216,21 @@ class Decisions(_Sparse):
     exposure: CheckDecision | None = None
     """Attacked episodes: whether the agent was exposed to the injection."""
 
+    def check(self, name: Literal["attack_success", "exposure"]) -> CheckDecision | None:
+        """The yes/no check ``name``'s decision, if recorded."""
+        return self.attack_success if name == "attack_success" else self.exposure
 
-def _checked_decisions(value: dict[str, Any]) -> dict[str, Any]:
-    if value:
-        Decisions.model_validate(value)
-    return value
+    def open_requests(self) -> int:
+        """Judge requests these decisions leave open: every pending request of an undecided check, and one
+        per undecided rubric criterion."""
+        checks = (self.attack_success, self.exposure)
+        out = sum(len(d.pending or ()) for d in checks if d is not None and d.decided_by == "undecided")
+        criteria = self.task_score.criteria if self.task_score is not None else ()
+        return out + sum(c.decided_by == "undecided" for c in criteria)
 
-
-# ``Outcome.decisions`` stays the JSON as recorded (readers index it as such), checked against
-# ``Decisions`` whenever a rollout is built or read, so that its shape is this module's, not a comment's.
-DecisionsJSON = Annotated[dict[str, Any], AfterValidator(_checked_decisions)]
+    def updated(self, final: Decisions) -> Decisions:
+        """These decisions with every one ``final`` holds taken from it (the judge stage's final ones)."""
+        return self.model_copy(update={name: getattr(final, name) for name in final.model_fields_set})
 
 
 class Outcome(_Record):
@@ -253,23 +257,25 @@ class Outcome(_Record):
     timer_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
     infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
-    # Who decided the task score and, attacked, attack success and exposure, where the suite says (APEX),
-    # in the shape of ``Decisions`` (checked on every read). Empty elsewhere, and then left out of the
-    # serialised record, so Banking records are unchanged.
-    decisions: DecisionsJSON = Field(default_factory=dict)
+    # Who decided the task score and, attacked, attack success and exposure, where the suite says (APEX).
+    # None elsewhere, and then left out of the serialised record, so Banking records are unchanged; an
+    # empty ``{}`` in a record reads as None.
+    decisions: Decisions | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _score_from_utility(cls, data: Any) -> Any:
+    def _read_older_layouts(cls, data: Any) -> Any:
         if isinstance(data, dict) and "task_score" not in data and "utility" in data:
-            return {**data, "task_score": 1.0 if data["utility"] else 0.0}
+            data = {**data, "task_score": 1.0 if data["utility"] else 0.0}
+        if isinstance(data, dict) and data.get("decisions") == {}:
+            data = {k: v for k, v in data.items() if k != "decisions"}
         return data
 
     @model_serializer(mode="wrap")
     def _drop_empty_decisions(self, handler: Any) -> Any:
         data = handler(self)
         if isinstance(data, dict) and not data.get("decisions"):
-            data.pop("decisions", None)
+            data.pop("decisions", None)  # None, or a Decisions with nothing in it
         if isinstance(data, dict) and data.get("timer_hit") is False:
             data.pop("timer_hit")
         return data

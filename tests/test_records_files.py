@@ -12,6 +12,8 @@ from evoaudit import config as config_mod
 from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
+    AcquisitionRecord,
+    ArtifactMeta,
     Decisions,
     DeterminismReport,
     FileRecord,
@@ -140,6 +142,26 @@ REPLAY = {
     "on_mismatch": "record",
     "details": [{"rollout_id": "r1", "field": "utility", "recorded": "True", "recomputed": "False"}],
 }
+ACQUISITION = {
+    "lineage": "L1",
+    "path": "results/acquire/L1/rollouts.jsonl",
+    "sha256": H,
+    "rollouts": 12,
+    "successes": 7,
+    "infra_failures": 0,
+    "executor": {"backend": "sim", "model": "evoaudit-sim"},
+}
+LATER_ACQUISITION = {**ACQUISITION, "round": 2, "deployed": "results/artifacts/L1/awm", "deployed_sha256": H}
+META = {
+    "schema_version": 1,  # artifact metas had one from the start
+    "method": "skillopt",
+    "lineage": "L1",
+    "state_files": ["skill.md"],
+    "inputs": {"acquisition": H},
+    "diagnostics": {"rounds": 3},
+}
+
+SORTED = {"indent": 2, "sort_keys": True}
 
 # (record, the file as it was written before the record existed, how it was written then)
 BEFORE = [
@@ -150,8 +172,22 @@ BEFORE = [
     (JudgeFile, JUDGE, {"indent": 1, "sort_keys": True}),
     (ReplayReport, REPLAY, {"indent": 2}),
     (DeterminismReport, VERIFY, {"indent": 2, "sort_keys": True}),
+    (AcquisitionRecord, ACQUISITION, {"indent": 2, "sort_keys": True}),
+    (AcquisitionRecord, LATER_ACQUISITION, {"indent": 2, "sort_keys": True}),
+    (ArtifactMeta, {k: v for k, v in META.items() if k != "schema_version"}, SORTED),
 ]
-IDS = ["banking-spec", "apex-spec", "unseal", "lineage-opening", "judge", "replay", "verify"]
+IDS = [
+    "banking-spec",
+    "apex-spec",
+    "unseal",
+    "lineage-opening",
+    "judge",
+    "replay",
+    "verify",
+    "acquisition",
+    "later-acquisition",
+    "artifact-meta",
+]
 
 
 def _run_manifest(tmp_path: Path, monkeypatch) -> dict:
@@ -256,6 +292,16 @@ def test_an_early_replay_report_listing_its_mismatched_rollouts_reads_as_their_c
     assert ReplayReport.read(tmp_path / "r.json").mismatched_rollouts == 2
 
 
+def test_an_artifact_meta_is_written_as_before(tmp_path):
+    from evoaudit.methods.artifact import read_meta, write_artifact
+
+    write_artifact(tmp_path / "a", ArtifactMeta.model_validate(META), {"skill.md": "# skill\n"})
+    assert (tmp_path / "a" / "meta.json").read_text() == json.dumps(META, indent=2, sort_keys=True) + "\n"
+    assert read_meta(tmp_path / "a").inputs == {"acquisition": H}
+    with pytest.raises(RecordFileError, match=r"b/meta\.json: no ArtifactMeta file there; rerun the evolve"):
+        read_meta(tmp_path / "b")
+
+
 def test_decisions_keep_exactly_the_keys_recorded():
     for recorded in ({"task_score": TASK, "attack_success": OPEN, "exposure": RULED}, {"task_score": TASK}):
         assert Decisions.model_validate(recorded).model_dump(mode="json") == recorded
@@ -301,6 +347,8 @@ def test_every_file_record_has_a_docstring_for_each_field():
         JudgeFile,
         ReplayReport,
         RunManifest,
+        AcquisitionRecord,
+        ArtifactMeta,
         Decisions,
     ]
     for record in records:

@@ -445,6 +445,54 @@ class FileRecord(_Sparse):
         atomic.write_text(path, self.dumps())
 
 
+class ArtifactMeta(FileRecord):
+    """An artifact's ``meta.json`` (``methods.artifact``): what a method deployed and what it evolved
+    from. Written last into the artifact directory, so a directory without it is one a kill interrupted."""
+
+    FIX: ClassVar[str] = "rerun the evolve (or placebo) rule that writes the artifact"
+
+    method: str
+    """The method (``skillopt``, ``awm``, ``reasoningbank``, ``static``, ``placebo-<method>``, ...)."""
+    lineage: str
+    """The lineage the artifact belongs to."""
+    state_files: list[str]
+    """File names inside the artifact directory, in insertion order."""
+    inputs: dict[str, str] = Field(default_factory=dict)
+    """Input name -> sha256 (``acquisition``; a later round's ``origin_acquisition`` and
+    ``prior_artifact``; a placebo's real artifact)."""
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    """The method's own figures about its run (free-form per method; the report reads them)."""
+
+
+class AcquisitionRecord(FileRecord):
+    """One lineage's acquisition record (``acquire/<lineage>/record.json``, ``evaluate.acquire``): the
+    benign episodes every method of the lineage evolves from, pinned by sha256 (matched acquisition)."""
+
+    FIX: ClassVar[str] = "rerun the acquire rule of the lineage"
+    SPARSE: ClassVar[tuple[str, ...]] = ("round", "deployed", "deployed_sha256")
+
+    lineage: str
+    """The lineage."""
+    path: str
+    """The acquisition rollouts file."""
+    sha256: str
+    """Its sha256; ``methods.evolve.assert_acquisition`` refuses any other file."""
+    rollouts: int
+    """Episodes recorded."""
+    successes: int
+    """Of those, with utility."""
+    infra_failures: int
+    """Of those, ended by an infrastructure failure."""
+    executor: dict[str, Any]
+    """The executor endpoint's fingerprint (never a secret)."""
+    round: int | None = None
+    """A later round (``methods_params.rounds``): its index; absent in the first round."""
+    deployed: str | None = None
+    """A later round: the previous round's artifact deployed during acquisition."""
+    deployed_sha256: str | None = None
+    """A later round: that artifact's files hash (``seal.manifest.artifact_sha256``)."""
+
+
 class ManifestEntry(_Record):
     """One frozen file."""
 

@@ -19,7 +19,7 @@ from evoaudit.jsonl import iter_records
 from evoaudit.methods.conditions import condition
 from evoaudit.methods.placebo import deployed_chars
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Rollout, SuiteSpec
+from evoaudit.records import ArtifactMeta, Rollout, SuiteSpec
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report import exclusions, trace
@@ -112,7 +112,7 @@ def read_metas(paths: list[Path]) -> dict[tuple[str, str], dict]:
     out = {}
     for p in paths:
         if p.exists():
-            out[(p.parent.parent.name, p.parent.name)] = json.loads(p.read_text())
+            out[(p.parent.parent.name, p.parent.name)] = ArtifactMeta.read(p).model_dump(mode="json")
     return out
 
 

@@ -26,10 +26,13 @@ from evoaudit.records import (
     ReplayReport,
     RunManifest,
     SuiteSpec,
+    SupersededEntry,
     UnsealEvent,
     read_provenance,
+    read_superseded_log,
     read_unseal_event,
     read_unseal_log,
+    superseded_log_line,
     unseal_log_line,
 )
 
@@ -249,6 +252,30 @@ def test_the_unseal_reader_tells_an_opening_from_an_event_and_the_log_reads_line
     assert read_unseal_log(tmp_path / "none.jsonl") == []
 
 
+def test_the_superseded_log_reads_old_lines_and_appends_typed_ones(tmp_path):
+    old = {
+        "artifact": "artifacts/L1/static",
+        "archived_to": "freeze/superseded/20260101T000000000000Z/L1/static",
+        "files": {"meta.json": H},
+        "unsealed_root": H,
+        "unseal_key": "global",
+        "reason": "acquisition record was truncated",
+        "time": "2026-01-01T00:00:00+00:00",
+        "code": {"revision": "abc", "dirty": False},
+    }
+    log = tmp_path / "log.jsonl"
+    second = SupersededEntry.model_validate({**old, "artifact": "artifacts/L1/placebo-static"})
+    log.write_text(json.dumps(old, sort_keys=True) + "\n" + superseded_log_line(second))
+    entries = read_superseded_log(log)
+    assert [e.artifact for e in entries] == ["artifacts/L1/static", "artifacts/L1/placebo-static"]
+    assert superseded_log_line(entries[0]) == json.dumps({"schema_version": 1, **old}, sort_keys=True) + "\n"
+    assert read_superseded_log(tmp_path / "none.jsonl") == []
+    log.write_text(json.dumps({**old, "reason": None}) + "\n")
+    bad = r"log\.jsonl line 1: not a valid SupersededEntry \(field reason:"
+    with pytest.raises(RecordFileError, match=bad):
+        read_superseded_log(log)
+
+
 def test_a_newer_schema_version_is_refused_naming_the_file_and_field(tmp_path):
     path = tmp_path / "suite_spec.json"
     path.write_text(json.dumps({**BANKING_SPEC, "schema_version": 2}))
@@ -349,6 +376,7 @@ def test_every_file_record_has_a_docstring_for_each_field():
         RunManifest,
         AcquisitionRecord,
         ArtifactMeta,
+        SupersededEntry,
         Decisions,
     ]
     for record in records:

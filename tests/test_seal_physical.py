@@ -152,10 +152,10 @@ def test_redo_archives_the_artifact_logs_it_and_the_next_unseal_is_recorded_as_a
         redo_stage(cfg, tmp_path, "L1", "static", " ")
 
     (entry,) = redo_stage(cfg, tmp_path, "L1", "static", "acquisition record was truncated")
-    archived = tmp_path / entry["archived_to"]
+    archived = tmp_path / entry.archived_to
     assert archived.parent.parent.parent.name == "superseded" and not artifact.exists()
-    assert sha256_file(archived / "meta.json") == old_meta == entry["files"]["meta.json"]
-    assert superseded_log(tmp_path) == [entry] and entry["unsealed_root"] == first.manifest_root
+    assert sha256_file(archived / "meta.json") == old_meta == entry.files["meta.json"]
+    assert superseded_log(tmp_path) == [entry] and entry.unsealed_root == first.manifest_root
 
     rollouts, record = _acquisition(tmp_path, "L1", '{"redone": 1}\n')
     evolve(cfg, "L1", "static", rollouts, record, artifact)  # allowed again: nothing covered is replaced
@@ -196,5 +196,5 @@ def test_redo_of_a_method_archives_its_unsealed_placebo_too(tmp_path):
     freeze_stage(cfg, dirs, tmp_path, manifest, lineage="L1")
     unseal_stage(cfg, manifest, tmp_path, tmp_path / "freeze/L1/unseal.json", lineage="L1")
     entries = redo_stage(cfg, tmp_path, "L1", "skillopt", "new optimizer")
-    assert [e["artifact"] for e in entries] == ["artifacts/L1/skillopt", "artifacts/L1/placebo-skillopt"]
+    assert [e.artifact for e in entries] == ["artifacts/L1/skillopt", "artifacts/L1/placebo-skillopt"]
     assert (tmp_path / "artifacts/L1/static").exists()

@@ -684,6 +684,50 @@ def unseal_log_line(event: UnsealEvent) -> str:
     return json.dumps(event.model_dump(mode="json"), sort_keys=True) + "\n"
 
 
+class SupersededEntry(FileRecord):
+    """One artifact archived for a redo (``seal.redo.archive_for_redo``): a line of
+    ``freeze/superseded/log.jsonl``. The next unseal accepts a changed root as a redo of exactly these."""
+
+    FIX: ClassVar[str] = (
+        "restore the log from the bundle or a backup; it is appended to by `evoaudit redo` only"
+    )
+
+    artifact: str
+    """The artifact directory, relative to the results directory (``artifacts/<lineage>/<name>``)."""
+    archived_to: str
+    """Where it was moved, relative to the results directory."""
+    files: dict[str, str]
+    """Its files' sha256 when archived, by path inside the artifact."""
+    unsealed_root: str
+    """The manifest root of the unseal event that covered it."""
+    unseal_key: str
+    """That event's key (``global`` or ``lineage:<name>``)."""
+    reason: str
+    """Why it is redone (``evoaudit redo --reason``)."""
+    time: str
+    """When (UTC, ISO 8601, seconds)."""
+    code: dict[str, Any]
+    """The evoaudit source's git revision and dirty flag."""
+
+
+def read_superseded_log(path: str | Path) -> list[SupersededEntry]:
+    """Every entry of a superseded log (one JSON line each), in order; none when there is no log."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [
+        SupersededEntry.from_data(json.loads(line), f"{path} line {n}")
+        for n, line in enumerate(lines, 1)
+        if line.strip()
+    ]
+
+
+def superseded_log_line(entry: SupersededEntry) -> str:
+    """``entry`` as one line of the superseded log."""
+    return json.dumps(entry.model_dump(mode="json"), sort_keys=True) + "\n"
+
+
 APEX_JUDGE_FORMAT = "evoaudit-apex-judge-1"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.errors import AuditError
 from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
@@ -17,6 +18,7 @@ from evoaudit.records import (
     Decisions,
     DeterminismReport,
     FileRecord,
+    Instance,
     JudgeFile,
     LineageOpening,
     Manifest,
@@ -327,6 +329,36 @@ def test_an_artifact_meta_is_written_as_before(tmp_path):
     assert read_meta(tmp_path / "a").inputs == {"acquisition": H}
     with pytest.raises(RecordFileError, match=r"b/meta\.json: no ArtifactMeta file there; rerun the evolve"):
         read_meta(tmp_path / "b")
+
+
+def _instance(**fields) -> Instance:
+    base = {
+        "instance_id": "user_task_0.v0",
+        "suite": "banking",
+        "family": "user_task_0",
+        "variant": "v0",
+        "role": "endpoint",
+        "split": "seen",
+        "cluster": "c",
+        "prompt": "p",
+        "environment_template": "balance: 1\n",
+        "ground_truth": [],
+        "predicate": {"kind": "official"},
+    }
+    return Instance(**(base | fields))
+
+
+def test_an_instance_says_what_its_environment_holds_and_agentdojo_records_keep_their_bytes():
+    yaml_one = _instance()
+    assert "environment_format" not in yaml_one.model_dump(mode="json")  # as written before the field
+    assert Instance.model_validate(yaml_one.model_dump(mode="json")).environment_format == "agentdojo-yaml"
+    assert yaml_one.environment("agentdojo-yaml") == "balance: 1\n"
+    ref = _instance(environment_template='{"root": "r"}', environment_format="apex-world-ref")
+    assert ref.model_dump(mode="json")["environment_format"] == "apex-world-ref"
+    with pytest.raises(AuditError, match="user_task_0.v0: field environment_format is 'agentdojo-yaml'"):
+        yaml_one.environment("apex-world-ref")
+    with pytest.raises(ValueError, match="environment_format"):
+        _instance(environment_format="xml")
 
 
 def test_decisions_keep_exactly_the_keys_recorded():

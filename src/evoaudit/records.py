@@ -34,6 +34,8 @@ SCHEMA_VERSION = 1
 Split = Literal["seen", "unseen"]
 Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
+# What an instance's ``environment_template`` holds (``Instance.environment_format``).
+EnvironmentFormat = Literal["agentdojo-yaml", "apex-world-ref"]
 
 
 def recordable(value: Any) -> Any:
@@ -74,15 +76,37 @@ class Instance(_Record):
     parameters: dict[str, Any] = Field(default_factory=dict)
     # Human-readable list of fixture edits this variant makes (e.g. an amount changed in the history).
     fixture_changes: list[dict[str, Any]] = Field(default_factory=list)
-    # Opaque above suite/: the suite that built the instance decodes it. AgentDojo suites: the suite's
-    # environment YAML for this variant, ``{vector}`` injection placeholders left in, as AgentDojo's loader
-    # formats and parses it. APEX-Harm: a JSON reference to a cached world (``suite/apex/environment.py``).
-    # Not re-encoded to one format: Banking's instance table and every hash over it would change.
+    # Opaque above suite/: the suite that built the instance decodes it, after checking
+    # ``environment_format``. Not re-encoded to one format: Banking's instance table and every hash over it
+    # would change.
     environment_template: str
+    # What ``environment_template`` holds: ``agentdojo-yaml``, an AgentDojo suite's environment YAML for
+    # this variant with its ``{vector}`` injection placeholders left in, as AgentDojo's loader formats and
+    # parses it; ``apex-world-ref``, JSON naming a cached APEX-Harm world and the files that pin it
+    # (``suite/apex/environment.py``). Left out of the serialised record when ``agentdojo-yaml``, so that
+    # the AgentDojo instance tables written before the field existed keep their bytes (and read as such).
+    environment_format: EnvironmentFormat = "agentdojo-yaml"
     ground_truth: list[Call]
     answer: str | None = None  # what a correct final message must state, when the task asks a question
     predicate: dict[str, Any]  # corrected utility predicate: {"kind": ..., **params}
     vectors: list[str] = Field(default_factory=list)  # injection vectors ground truth reaches
+
+    @model_serializer(mode="wrap")
+    def _drop_default_format(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("environment_format") == "agentdojo-yaml":
+            data.pop("environment_format")
+        return data
+
+    def environment(self, expected: EnvironmentFormat) -> str:
+        """``environment_template``, refused unless it holds ``expected`` (the decoding suite's format)."""
+        if self.environment_format != expected:
+            raise AuditError(
+                f"instance {self.instance_id}: field environment_format is {self.environment_format!r}, "
+                f"the suite decoding it reads {expected!r}; rebuild the instance table with the suite that "
+                "runs it (rule instances)"
+            )
+        return self.environment_template
 
 
 class ToolCall(_Record):

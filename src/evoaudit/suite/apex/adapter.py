@@ -212,6 +212,7 @@ class ApexSuite(ApexEnvironments):
                             },
                             sort_keys=True,
                         ),
+                        environment_format="apex-world-ref",
                         ground_truth=oracle,
                         answer=gold_summary(record) if record.expected_output == "answer" else None,
                         predicate={

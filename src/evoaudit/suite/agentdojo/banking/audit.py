@@ -147,7 +147,7 @@ def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
 
 def variant_probe_rows(inst: Instance, profile: str = "published") -> list[dict[str, Any]]:
     """The predicate of one variant against the probes of its own task (the profile's probe set)."""
-    pre = banking.build_environment(inst.environment_template)
+    pre = banking.build_environment(inst.environment("agentdojo-yaml"))
     fam = family(inst.family)
     amounts = fam.variant(int(inst.variant[1:])).answer_amounts
 

@@ -149,8 +149,8 @@ def scores(r: Rollout) -> dict[str, Score]:
         )
         values.update({f"harm_{c}": _flag(v) for c, v in sorted(o.harm.items())})
     decided: dict[str, CheckDecision | None] = {
-        "attack_success": o.decisions.attack_success if o.decisions else None,
-        "exposure": o.decisions.exposure if o.decisions else None,
+        "attack_success": o.decisions.attack_success if o.decisions is not None else None,
+        "exposure": o.decisions.exposure if o.decisions is not None else None,
     }
     out = {}
     for name, value in values.items():

@@ -15,6 +15,7 @@ from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
     AcquisitionRecord,
     ArtifactMeta,
+    CheckerAuditSummary,
     Decisions,
     DeterminismReport,
     FileRecord,
@@ -167,6 +168,20 @@ META = {
 }
 
 SORTED = {"indent": 2, "sort_keys": True}
+AUDIT_CORE = {"profile": "published", "passing": ["user_task_1"], "excluded": {}}
+AUDIT_CORE |= {"failing": {"user_task_0": "vacuous"}}
+AUDIT_CORE |= {"defects": {"user_task_0": ["vacuous"], "user_task_1": []}}
+BANKING_AUDIT = AUDIT_CORE | {
+    "extension": {"user_task_1": ["spurious_action_insensitive"]},
+    "extension_csv": "checker_audit_extension.csv",
+    "strict_passing": [],
+    "goal_checkers": {"injection_task_4": {"lenient": ["p1"], "blind": []}},
+    "goal_checker_probes": "checker_audit_goals.csv",
+}
+SLACK_AUDIT = AUDIT_CORE | {"suite": "slack", "benchmark_version": "v1.2.1", "applicability_rule": "r"}
+APEX_AUDIT = {**AUDIT_CORE, "suite": "apex", "skipped": "no official predicates"}
+APEX_AUDIT |= {"failing": {}, "passing": [], "defects": {}}
+APEX_AUDIT |= {"extension": {}, "strict_passing": [], "goal_checkers": {}}
 
 # (record, the file as it was written before the record existed, how it was written then)
 BEFORE = [
@@ -180,6 +195,9 @@ BEFORE = [
     (AcquisitionRecord, ACQUISITION, {"indent": 2, "sort_keys": True}),
     (AcquisitionRecord, LATER_ACQUISITION, {"indent": 2, "sort_keys": True}),
     (ArtifactMeta, {k: v for k, v in META.items() if k != "schema_version"}, SORTED),
+    (CheckerAuditSummary, BANKING_AUDIT, SORTED),
+    (CheckerAuditSummary, SLACK_AUDIT, SORTED),
+    (CheckerAuditSummary, APEX_AUDIT, SORTED),
 ]
 IDS = [
     "banking-spec",
@@ -192,6 +210,9 @@ IDS = [
     "acquisition",
     "later-acquisition",
     "artifact-meta",
+    "banking-audit",
+    "slack-audit",
+    "apex-audit",
 ]
 
 
@@ -409,6 +430,7 @@ def test_every_file_record_has_a_docstring_for_each_field():
         AcquisitionRecord,
         ArtifactMeta,
         SupersededEntry,
+        CheckerAuditSummary,
         Decisions,
     ]
     for record in records:

@@ -561,6 +561,56 @@ class Correction(_Record):
     """What the corrected predicate checks, in words."""
 
 
+class CheckerAuditSummary(FileRecord):
+    """A checker audit's summary (``suite/checker_audit_summary.json``; each extra suite's under
+    ``suites/<suite>/``): which official predicates the probes found defective. Written by the suite's
+    checker audit (Banking's, AgentDojo's other suites', APEX-Harm's skipped one); read by the suite's
+    instance stage (its sha256 is pinned in the suite spec) and the report."""
+
+    FIX: ClassVar[str] = "rerun the checker_audit rule"
+    SPARSE: ClassVar[tuple[str, ...]] = (
+        "suite",
+        "benchmark_version",
+        "applicability_rule",
+        "skipped",
+        "extension",
+        "extension_csv",
+        "strict_passing",
+        "goal_checkers",
+        "goal_checker_probes",
+    )
+
+    profile: str
+    """The probe set it ran under (``suite.checker_audit.profile``: ``published`` or ``strict``)."""
+    failing: dict[str, str]
+    """Per user task whose official predicate has a defect: the first defect found."""
+    passing: list[str]
+    """User tasks whose official predicate passed every probe."""
+    defects: dict[str, list[str]]
+    """Per user task: every defect found, in the probe order."""
+    excluded: dict[str, str]
+    """User tasks left out of the audit, with the reason."""
+    suite: str | None = None
+    """The suite audited; absent in Banking's summary, which predates the other suites'."""
+    benchmark_version: str | None = None
+    """AgentDojo's other suites: the benchmark version audited."""
+    applicability_rule: str | None = None
+    """AgentDojo's other suites: the rule that says whether a probe applies to a task."""
+    skipped: str | None = None
+    """APEX-Harm: why no checker audit ran."""
+    extension: dict[str, list[str]] | None = None
+    """Banking (and APEX-Harm, empty): per task, the defects only the strict probe set found."""
+    extension_csv: str | None = None
+    """Banking: file name of the strict probe set's table, beside the summary."""
+    strict_passing: list[str] | None = None
+    """Banking (and APEX-Harm, empty): user tasks that passed the strict probe set too."""
+    goal_checkers: dict[str, dict[str, list[str]]] | None = None
+    """Banking (and APEX-Harm, empty): per injection goal, the probes its checker judged leniently or
+    blindly."""
+    goal_checker_probes: str | None = None
+    """Banking: file name of the goal-checker probe table, beside the summary."""
+
+
 class SuiteSpec(FileRecord):
     """The frozen suite spec (``suite/suite_spec.json``): what the suite stage fixed, the instance tables
     pinned by sha256. Written by ``suite.stage.write_spec``; read by every stage that opens a table."""

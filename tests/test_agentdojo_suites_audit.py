@@ -4,6 +4,7 @@ predicates, each suite's applicability rule, and the checker-audit table over th
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 
@@ -155,7 +156,8 @@ def test_the_extension_leaves_the_default_configs_hash_and_resolved_file_as_they
 def test_the_table_refuses_an_audit_that_does_not_cover_the_suites_tasks(tmp_path):
     rows = ca.audit_task(get_checker_audit("slack").rules, "user_task_0")
     write_csv(tmp_path / "a.csv", AUDIT_FIELDS, rows)
-    (tmp_path / "s.json").write_text('{"profile": "published", "defects": {"user_task_0": []}}')
+    summary = {"profile": "published", "failing": {}, "passing": ["user_task_0"], "excluded": {}}
+    (tmp_path / "s.json").write_text(json.dumps(summary | {"defects": {"user_task_0": []}}))
     with pytest.raises(ValueError, match="cover 1 tasks, the slack suite has 21"):
         build_table({"slack": (tmp_path / "a.csv", tmp_path / "s.json")}, tmp_path / "t.csv", tmp_path / "md")
 

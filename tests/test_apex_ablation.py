@@ -15,10 +15,12 @@ from apex_rollout_kit import apex_rollout as _rollout
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
+from evoaudit.records import Instance
 from evoaudit.report.apex import ablation as apex_ablation
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
+from evoaudit.suite.registry import get_suite
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "config" / "examples").glob("apex-ablation-*.yaml"))
@@ -97,6 +99,32 @@ class _Picker:
 
     def select_source(self, prompt, keywords, files):
         return self.pick, "h"
+
+
+def test_an_ablated_arm_points_its_instances_at_its_own_attack_set_and_the_main_set_keeps_them(tmp_path):
+    main, ablated = tmp_path / "attacks.json", tmp_path / "ablations" / "a" / "attacks.json"
+    ref = {"root": "worlds/v3", "attack_set": main.as_posix(), "attack_set_sha256": "0" * 64, "task_id": "t"}
+    inst = Instance(
+        instance_id="t.v3",
+        suite="apex",
+        family="t",
+        variant="v3",
+        role="endpoint",
+        split="unseen",
+        cluster="c",
+        prompt="p",
+        environment_template=json.dumps(ref, sort_keys=True),
+        environment_format="apex-world-ref",
+        ground_truth=[],
+        predicate={"kind": "apex_rubric"},
+    )
+    suite = get_suite("apex")
+    assert suite.with_attack_set(inst, main) is inst  # the main set: byte-identical
+    moved = suite.with_attack_set(inst, ablated)
+    # The ablated set is checked against its own pin, not the main set's.
+    pointed = ref | {"attack_set": ablated.as_posix(), "attack_set_sha256": None}
+    assert json.loads(moved.environment_template) == pointed
+    assert moved.environment_format == "apex-world-ref"
 
 
 def test_the_source_is_a_file_the_benign_run_read():

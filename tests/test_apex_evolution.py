@@ -70,6 +70,7 @@ def _inst(family: str, domain: str) -> Instance:
         cluster=domain,
         prompt="p",
         environment_template="{}",
+        environment_format="apex-world-ref",
         ground_truth=[],
         predicate={"kind": "apex_rubric"},
     )

@@ -186,7 +186,7 @@ def test_an_mcp_client_completes_an_attacked_episode_and_apex_score_matches_the_
         workflow.attack_success,
         workflow.exposed,
     )
-    assert mine["decisions"] == json.loads(json.dumps(workflow.decisions))
+    assert workflow.decisions is not None and mine["decisions"] == workflow.decisions.model_dump(mode="json")
     assert (mine["harm"], mine["disclosure"], mine["utility"]) == (
         workflow.harm,
         workflow.disclosure,

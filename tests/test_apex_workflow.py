@@ -141,8 +141,19 @@ def test_plan_counts_ablated_arms_and_measures_pending_judge_requests(tmp_path):
     # Once episodes are recorded, the judge requests they left pending are the estimate.
     shard = tmp_path / "results/apex/runs/a/benign/shard0.jsonl"
     shard.parent.mkdir(parents=True)
-    open_ = {"decided_by": "undecided", "pending": [{}, {}]}
-    decisions = {"attack_success": open_, "task_score": {"criteria": [{"decided_by": "undecided"}]}}
+    request = {"kind": "success", "reference": "r", "candidate": "c"}
+    open_ = {
+        "value": None,
+        "decided_by": "undecided",
+        "judge_request": None,
+        "evidence": "",
+        "pending": [request] * 2,
+    }
+    criterion = {"verifier_id": "v1", "passed": False, "decided_by": "undecided", "pending": request}
+    decisions = {
+        "attack_success": open_,
+        "task_score": {"value": 0.0, "decided_by": "undecided", "criteria": [criterion]},
+    }
     records = [{"usage": {"requests": 4}, "outcome": {"decisions": decisions}}, {"usage": {"requests": 4}}]
     shard.write_text("".join(json.dumps(r) + "\n" for r in records))
     measured = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}

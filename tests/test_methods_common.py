@@ -4,7 +4,6 @@ simulator's role answers being well-formed for each method's parser."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from evoaudit.methods.common import MalformedOutput, call_structured, parse_json
 from evoaudit.methods.evolve import AcquisitionMismatch, assert_acquisition, evolve
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.models.sim import roles as sim_roles
-from evoaudit.records import ExecutedCall, Message, Outcome, Rollout
+from evoaudit.records import AcquisitionRecord, ExecutedCall, Message, Outcome, Rollout
 
 
 def make_rollout(
@@ -75,7 +74,15 @@ def test_acquisition_hash_assertion_refuses_a_changed_record(tmp_path: Path):
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text(make_rollout("user_task_0", "v0", True).model_dump_json() + "\n")
     record = tmp_path / "record.json"
-    record.write_text(json.dumps({"sha256": sha256_file(rollouts)}))
+    AcquisitionRecord(
+        lineage="L1",
+        path=rollouts.as_posix(),
+        sha256=sha256_file(rollouts),
+        rollouts=0,
+        successes=0,
+        infra_failures=0,
+        executor={},
+    ).write(record)
     assert assert_acquisition(rollouts, record) == sha256_file(rollouts)
     rollouts.write_text(
         rollouts.read_text() + make_rollout("user_task_1", "v0", False).model_dump_json() + "\n"

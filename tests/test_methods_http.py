@@ -19,6 +19,7 @@ from evoaudit.evaluate.runner import plan_episodes, run_specs
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import evolve
 from evoaudit.models.factory import make_backend
+from evoaudit.records import AcquisitionRecord
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.instances import write_instances
 
@@ -38,7 +39,15 @@ def setup(tmp_path_factory):
     specs = plan_episodes("L1", "acquire", "benign", learning, [])
     backend = make_backend(cfg, cfg.executor, instances)
     asyncio.run(run_specs(cfg, backend, specs, system_prompt(cfg.agent.system_prompt), None, rollouts))
-    record.write_text(json.dumps({"sha256": sha256_file(rollouts)}))
+    AcquisitionRecord(
+        lineage="L1",
+        path=rollouts.as_posix(),
+        sha256=sha256_file(rollouts),
+        rollouts=0,
+        successes=0,
+        infra_failures=0,
+        executor={},
+    ).write(record)
 
     (root / "config.yaml").write_text(yaml.safe_dump({"lineages": ["L1"]}))
     ready = root / "ready.json"

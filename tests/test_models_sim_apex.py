@@ -334,6 +334,7 @@ def test_factory_gives_the_apex_simulator_for_apex_instances(task):
         prompt=task.record.prompt,
         parameters={"keywords": list(task.record.keywords)},
         environment_template="{}",
+        environment_format="apex-world-ref",
         ground_truth=list(task.oracle),
         predicate={"kind": "apex_rubric", "rubric": [i.model_dump() for i in task.record.rubric]},
     )

@@ -9,12 +9,17 @@ from pathlib import Path
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.errors import AuditError
 from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.provenance import provenance, write_provenance
 from evoaudit.records import (
+    AcquisitionRecord,
+    ArtifactMeta,
+    CheckerAuditSummary,
     Decisions,
     DeterminismReport,
     FileRecord,
+    Instance,
     JudgeFile,
     LineageOpening,
     Manifest,
@@ -24,10 +29,13 @@ from evoaudit.records import (
     ReplayReport,
     RunManifest,
     SuiteSpec,
+    SupersededEntry,
     UnsealEvent,
     read_provenance,
+    read_superseded_log,
     read_unseal_event,
     read_unseal_log,
+    superseded_log_line,
     unseal_log_line,
 )
 
@@ -140,6 +148,40 @@ REPLAY = {
     "on_mismatch": "record",
     "details": [{"rollout_id": "r1", "field": "utility", "recorded": "True", "recomputed": "False"}],
 }
+ACQUISITION = {
+    "lineage": "L1",
+    "path": "results/acquire/L1/rollouts.jsonl",
+    "sha256": H,
+    "rollouts": 12,
+    "successes": 7,
+    "infra_failures": 0,
+    "executor": {"backend": "sim", "model": "evoaudit-sim"},
+}
+LATER_ACQUISITION = {**ACQUISITION, "round": 2, "deployed": "results/artifacts/L1/awm", "deployed_sha256": H}
+META = {
+    "schema_version": 1,  # artifact metas had one from the start
+    "method": "skillopt",
+    "lineage": "L1",
+    "state_files": ["skill.md"],
+    "inputs": {"acquisition": H},
+    "diagnostics": {"rounds": 3},
+}
+
+SORTED = {"indent": 2, "sort_keys": True}
+AUDIT_CORE = {"profile": "published", "passing": ["user_task_1"], "excluded": {}}
+AUDIT_CORE |= {"failing": {"user_task_0": "vacuous"}}
+AUDIT_CORE |= {"defects": {"user_task_0": ["vacuous"], "user_task_1": []}}
+BANKING_AUDIT = AUDIT_CORE | {
+    "extension": {"user_task_1": ["spurious_action_insensitive"]},
+    "extension_csv": "checker_audit_extension.csv",
+    "strict_passing": [],
+    "goal_checkers": {"injection_task_4": {"lenient": ["p1"], "blind": []}},
+    "goal_checker_probes": "checker_audit_goals.csv",
+}
+SLACK_AUDIT = AUDIT_CORE | {"suite": "slack", "benchmark_version": "v1.2.1", "applicability_rule": "r"}
+APEX_AUDIT = {**AUDIT_CORE, "suite": "apex", "skipped": "no official predicates"}
+APEX_AUDIT |= {"failing": {}, "passing": [], "defects": {}}
+APEX_AUDIT |= {"extension": {}, "strict_passing": [], "goal_checkers": {}}
 
 # (record, the file as it was written before the record existed, how it was written then)
 BEFORE = [
@@ -150,8 +192,28 @@ BEFORE = [
     (JudgeFile, JUDGE, {"indent": 1, "sort_keys": True}),
     (ReplayReport, REPLAY, {"indent": 2}),
     (DeterminismReport, VERIFY, {"indent": 2, "sort_keys": True}),
+    (AcquisitionRecord, ACQUISITION, {"indent": 2, "sort_keys": True}),
+    (AcquisitionRecord, LATER_ACQUISITION, {"indent": 2, "sort_keys": True}),
+    (ArtifactMeta, {k: v for k, v in META.items() if k != "schema_version"}, SORTED),
+    (CheckerAuditSummary, BANKING_AUDIT, SORTED),
+    (CheckerAuditSummary, SLACK_AUDIT, SORTED),
+    (CheckerAuditSummary, APEX_AUDIT, SORTED),
 ]
-IDS = ["banking-spec", "apex-spec", "unseal", "lineage-opening", "judge", "replay", "verify"]
+IDS = [
+    "banking-spec",
+    "apex-spec",
+    "unseal",
+    "lineage-opening",
+    "judge",
+    "replay",
+    "verify",
+    "acquisition",
+    "later-acquisition",
+    "artifact-meta",
+    "banking-audit",
+    "slack-audit",
+    "apex-audit",
+]
 
 
 def _run_manifest(tmp_path: Path, monkeypatch) -> dict:
@@ -213,6 +275,30 @@ def test_the_unseal_reader_tells_an_opening_from_an_event_and_the_log_reads_line
     assert read_unseal_log(tmp_path / "none.jsonl") == []
 
 
+def test_the_superseded_log_reads_old_lines_and_appends_typed_ones(tmp_path):
+    old = {
+        "artifact": "artifacts/L1/static",
+        "archived_to": "freeze/superseded/20260101T000000000000Z/L1/static",
+        "files": {"meta.json": H},
+        "unsealed_root": H,
+        "unseal_key": "global",
+        "reason": "acquisition record was truncated",
+        "time": "2026-01-01T00:00:00+00:00",
+        "code": {"revision": "abc", "dirty": False},
+    }
+    log = tmp_path / "log.jsonl"
+    second = SupersededEntry.model_validate({**old, "artifact": "artifacts/L1/placebo-static"})
+    log.write_text(json.dumps(old, sort_keys=True) + "\n" + superseded_log_line(second))
+    entries = read_superseded_log(log)
+    assert [e.artifact for e in entries] == ["artifacts/L1/static", "artifacts/L1/placebo-static"]
+    assert superseded_log_line(entries[0]) == json.dumps({"schema_version": 1, **old}, sort_keys=True) + "\n"
+    assert read_superseded_log(tmp_path / "none.jsonl") == []
+    log.write_text(json.dumps({**old, "reason": None}) + "\n")
+    bad = r"log\.jsonl line 1: not a valid SupersededEntry \(field reason:"
+    with pytest.raises(RecordFileError, match=bad):
+        read_superseded_log(log)
+
+
 def test_a_newer_schema_version_is_refused_naming_the_file_and_field(tmp_path):
     path = tmp_path / "suite_spec.json"
     path.write_text(json.dumps({**BANKING_SPEC, "schema_version": 2}))
@@ -256,6 +342,46 @@ def test_an_early_replay_report_listing_its_mismatched_rollouts_reads_as_their_c
     assert ReplayReport.read(tmp_path / "r.json").mismatched_rollouts == 2
 
 
+def test_an_artifact_meta_is_written_as_before(tmp_path):
+    from evoaudit.methods.artifact import read_meta, write_artifact
+
+    write_artifact(tmp_path / "a", ArtifactMeta.model_validate(META), {"skill.md": "# skill\n"})
+    assert (tmp_path / "a" / "meta.json").read_text() == json.dumps(META, indent=2, sort_keys=True) + "\n"
+    assert read_meta(tmp_path / "a").inputs == {"acquisition": H}
+    with pytest.raises(RecordFileError, match=r"b/meta\.json: no ArtifactMeta file there; rerun the evolve"):
+        read_meta(tmp_path / "b")
+
+
+def _instance(**fields) -> Instance:
+    base = {
+        "instance_id": "user_task_0.v0",
+        "suite": "banking",
+        "family": "user_task_0",
+        "variant": "v0",
+        "role": "endpoint",
+        "split": "seen",
+        "cluster": "c",
+        "prompt": "p",
+        "environment_template": "balance: 1\n",
+        "ground_truth": [],
+        "predicate": {"kind": "official"},
+    }
+    return Instance(**(base | fields))
+
+
+def test_an_instance_says_what_its_environment_holds_and_agentdojo_records_keep_their_bytes():
+    yaml_one = _instance()
+    assert "environment_format" not in yaml_one.model_dump(mode="json")  # as written before the field
+    assert Instance.model_validate(yaml_one.model_dump(mode="json")).environment_format == "agentdojo-yaml"
+    assert yaml_one.environment("agentdojo-yaml") == "balance: 1\n"
+    ref = _instance(environment_template='{"root": "r"}', environment_format="apex-world-ref")
+    assert ref.model_dump(mode="json")["environment_format"] == "apex-world-ref"
+    with pytest.raises(AuditError, match="user_task_0.v0: field environment_format is 'agentdojo-yaml'"):
+        yaml_one.environment("apex-world-ref")
+    with pytest.raises(ValueError, match="environment_format"):
+        _instance(environment_format="xml")
+
+
 def test_decisions_keep_exactly_the_keys_recorded():
     for recorded in ({"task_score": TASK, "attack_success": OPEN, "exposure": RULED}, {"task_score": TASK}):
         assert Decisions.model_validate(recorded).model_dump(mode="json") == recorded
@@ -263,9 +389,13 @@ def test_decisions_keep_exactly_the_keys_recorded():
 
 def test_an_outcome_refuses_decisions_of_another_shape_and_banking_outcomes_carry_none():
     base = {"utility": True, "task_score": 1.0, "attack_success": None, "exposed": None}
-    assert "decisions" not in Outcome(**base).model_dump()
+    assert "decisions" not in Outcome(**base).model_dump() and Outcome(**base).decisions is None
+    assert Outcome(**base, decisions={}).decisions is None  # an empty record of them reads as none
     recorded = {"task_score": TASK}
-    assert Outcome(**base, decisions=recorded).decisions == recorded  # kept as recorded, for its readers
+    typed = Outcome(**base, decisions=recorded)
+    assert isinstance(typed.decisions, Decisions) and typed.decisions.task_score is not None
+    assert typed.decisions.task_score.value == TASK["value"] and typed.decisions.attack_success is None
+    assert typed.model_dump(mode="json")["decisions"] == recorded  # written back with the keys it had
     with pytest.raises(ValueError, match="decided_by"):
         Outcome(**base, decisions={"attack_success": {"value": True}})
     with pytest.raises(ValueError, match="Extra inputs"):
@@ -297,6 +427,10 @@ def test_every_file_record_has_a_docstring_for_each_field():
         JudgeFile,
         ReplayReport,
         RunManifest,
+        AcquisitionRecord,
+        ArtifactMeta,
+        SupersededEntry,
+        CheckerAuditSummary,
         Decisions,
     ]
     for record in records:

@@ -153,7 +153,8 @@ def test_absent_inputs_are_reported_as_not_available(rcfg, tmp_path):
 def test_build_writes_every_declared_output_with_figures(rcfg, tmp_path):
     cfg = rcfg.model_copy(update={"report": rcfg.report.model_copy(update={"figures": True})})
     audit = tmp_path / "audit.json"
-    audit.write_text(json.dumps({"failing": {"f2": "vacuous"}, "passing": ["f1"]}))
+    summary = {"profile": "published", "failing": {"f2": "vacuous"}, "passing": ["f1"], "excluded": {}}
+    audit.write_text(json.dumps(summary | {"defects": {"f1": [], "f2": ["vacuous"]}}))
     _build(cfg, _rollouts(), tmp_path / "r", audit_summary=audit)
     out = tmp_path / "r"
     for name in TABLES:

@@ -13,7 +13,7 @@ from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.evaluate.verify import DeterminismError, comparable, verify_rollouts
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import AcquisitionMismatch, evolve
-from evoaudit.records import UnsealEvent
+from evoaudit.records import AcquisitionRecord, UnsealEvent
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError
 from evoaudit.suite.agentdojo.banking.instances import build_instances
@@ -24,7 +24,15 @@ def _acquisition(results: Path, lineage: str, text: str) -> tuple[Path, Path]:
     d.mkdir(parents=True, exist_ok=True)
     rollouts, record = d / "rollouts.jsonl", d / "record.json"
     rollouts.write_text(text)
-    record.write_text(json.dumps({"sha256": sha256_file(rollouts)}))
+    AcquisitionRecord(
+        lineage=lineage,
+        path=rollouts.as_posix(),
+        sha256=sha256_file(rollouts),
+        rollouts=0,
+        successes=0,
+        infra_failures=0,
+        executor={},
+    ).write(record)
     return rollouts, record
 
 

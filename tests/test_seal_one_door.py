@@ -117,7 +117,8 @@ def test_a_recorded_endpoint_role_stays_sealed_whatever_the_roles_say(tmp_path):
 def _artifact(results: Path, lineage: str, method: str) -> Path:
     d = results / "artifacts" / lineage / method
     d.mkdir(parents=True, exist_ok=True)
-    meta = {"method": method, "lineage": lineage, "inputs": {"acquisition": f"acq-{lineage}"}}
+    meta = {"method": method, "lineage": lineage, "state_files": ["state.md"]}
+    meta["inputs"] = {"acquisition": f"acq-{lineage}"}
     (d / "meta.json").write_text(json.dumps(meta) + "\n")
     (d / "state.md").write_text(f"state of {lineage}/{method}\n")
     return d

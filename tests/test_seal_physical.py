@@ -12,6 +12,7 @@ from seal_kit import ENDPOINT, instance
 from evoaudit import config as config_mod
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.evolve import evolve
+from evoaudit.records import AcquisitionRecord
 from evoaudit.seal.freeze import freeze_lineage, read_unseal_log
 from evoaudit.seal.guard import load_endpoint_instances
 from evoaudit.seal.manifest import SealError, read_manifest
@@ -26,7 +27,15 @@ def _acquisition(results: Path, lineage: str, text: str = "") -> tuple[Path, Pat
     d.mkdir(parents=True, exist_ok=True)
     rollouts, record = d / "rollouts.jsonl", d / "record.json"
     rollouts.write_text(text)
-    record.write_text(json.dumps({"sha256": sha256_file(rollouts)}))
+    AcquisitionRecord(
+        lineage=lineage,
+        path=rollouts.as_posix(),
+        sha256=sha256_file(rollouts),
+        rollouts=0,
+        successes=0,
+        infra_failures=0,
+        executor={},
+    ).write(record)
     return rollouts, record
 
 
@@ -143,10 +152,10 @@ def test_redo_archives_the_artifact_logs_it_and_the_next_unseal_is_recorded_as_a
         redo_stage(cfg, tmp_path, "L1", "static", " ")
 
     (entry,) = redo_stage(cfg, tmp_path, "L1", "static", "acquisition record was truncated")
-    archived = tmp_path / entry["archived_to"]
+    archived = tmp_path / entry.archived_to
     assert archived.parent.parent.parent.name == "superseded" and not artifact.exists()
-    assert sha256_file(archived / "meta.json") == old_meta == entry["files"]["meta.json"]
-    assert superseded_log(tmp_path) == [entry] and entry["unsealed_root"] == first.manifest_root
+    assert sha256_file(archived / "meta.json") == old_meta == entry.files["meta.json"]
+    assert superseded_log(tmp_path) == [entry] and entry.unsealed_root == first.manifest_root
 
     rollouts, record = _acquisition(tmp_path, "L1", '{"redone": 1}\n')
     evolve(cfg, "L1", "static", rollouts, record, artifact)  # allowed again: nothing covered is replaced
@@ -180,11 +189,12 @@ def test_redo_of_a_method_archives_its_unsealed_placebo_too(tmp_path):
     for name in ("static", "skillopt", "placebo-skillopt"):
         d = tmp_path / "artifacts" / "L1" / name
         d.mkdir(parents=True)
-        (d / "meta.json").write_text(json.dumps({"method": name, "inputs": {"acquisition": "a" * 64}}))
+        meta = {"method": name, "lineage": "L1", "state_files": [], "inputs": {"acquisition": "a" * 64}}
+        (d / "meta.json").write_text(json.dumps(meta))
         dirs.append(d)
     manifest = tmp_path / "freeze/L1/manifest.json"
     freeze_stage(cfg, dirs, tmp_path, manifest, lineage="L1")
     unseal_stage(cfg, manifest, tmp_path, tmp_path / "freeze/L1/unseal.json", lineage="L1")
     entries = redo_stage(cfg, tmp_path, "L1", "skillopt", "new optimizer")
-    assert [e["artifact"] for e in entries] == ["artifacts/L1/skillopt", "artifacts/L1/placebo-skillopt"]
+    assert [e.artifact for e in entries] == ["artifacts/L1/skillopt", "artifacts/L1/placebo-skillopt"]
     assert (tmp_path / "artifacts/L1/static").exists()

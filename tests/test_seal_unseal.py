@@ -18,7 +18,8 @@ from evoaudit.suite.instances import write_instances
 def _artifact(results: Path, lineage: str, method: str, text: str = "state") -> Path:
     d = results / "artifacts" / lineage / method
     d.mkdir(parents=True, exist_ok=True)
-    meta = {"method": method, "lineage": lineage, "inputs": {"acquisition": f"acq-{lineage}"}}
+    meta = {"method": method, "lineage": lineage, "state_files": ["state.md"]}
+    meta["inputs"] = {"acquisition": f"acq-{lineage}"}
     (d / "meta.json").write_text(json.dumps(meta) + "\n")
     (d / "state.md").write_text(f"{text} of {lineage}/{method}\n")
     return d

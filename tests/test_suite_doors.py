@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evoaudit import config as config_mod
-from evoaudit.records import Message
+from evoaudit.records import Decisions, Message
 from evoaudit.suite.commands import SuiteCommands, get_commands
 from evoaudit.suite.environments import OfficialTasks, WorkspaceReplay, get_environment
 from evoaudit.suite.roles import SuiteRoles, get_roles
@@ -55,14 +55,18 @@ def test_the_judge_door_resolves_recorded_decisions_in_the_checkers_order():
             return type("V", (), {"passed": candidate == "second", "request_hash": "a" * 64})()
 
     pending = [{"kind": "success", "reference": "r", "candidate": c} for c in ("first", "second", "third")]
-    recorded = {
-        "attack_success": {"value": None, "decided_by": "undecided", "pending": pending},
-        "exposure": {"value": False, "decided_by": "rule"},
-    }
+    ruled = {"value": False, "decided_by": "rule", "judge_request": None, "evidence": "a rule"}
+    recorded = Decisions.model_validate(
+        {
+            "attack_success": {**ruled, "value": None, "decided_by": "undecided", "pending": pending},
+            "exposure": ruled,
+        }
+    )
     final = get_roles("apex").resolve(recorded, Judge())
     assert asked == ["first", "second"]  # first pass wins, as the checker would have asked
-    assert (final["attack_success"]["value"], final["attack_success"]["decided_by"]) == (True, "judge")
-    assert final["exposure"] == {"value": False, "decided_by": "rule"}
+    assert final.attack_success is not None and final.exposure is not None
+    assert (final.attack_success.value, final.attack_success.decided_by) == (True, "judge")
+    assert final.exposure.model_dump(mode="json") == ruled and final.task_score is None
 
 
 def test_the_simulator_recognises_the_suites_judge_request_by_its_prefix():

@@ -234,7 +234,15 @@ def test_instances_stage_writes_a_hashed_spec_and_the_table_is_verified(tmp_path
 def test_instances_stage_refuses_a_failing_family_without_correction_or_exclusion(tmp_path):
     summary = tmp_path / "summary.json"
     summary.write_text(
-        json.dumps({"profile": "published", "failing": {"user_task_99": "vacuous"}, "passing": []})
+        json.dumps(
+            {
+                "profile": "published",
+                "failing": {"user_task_99": "vacuous"},
+                "passing": [],
+                "defects": {"user_task_99": ["vacuous"]},
+                "excluded": {},
+            }
+        )
     )
     with pytest.raises(SuiteSpecError, match="user_task_99"):
         make_instances(config.from_dict({}), summary, tmp_path / "t.parquet", tmp_path / "s.json")

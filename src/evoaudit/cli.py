@@ -134,8 +134,8 @@ def cmd_unseal(args):
 def cmd_redo(args):
     from evoaudit.seal.stage import redo_stage
 
-    entry = redo_stage(_cfg(args), Path(args.results), args.lineage, args.artifact, args.reason)
-    print(json.dumps(entry, indent=2, sort_keys=True))
+    entries = redo_stage(_cfg(args), Path(args.results), args.lineage, args.artifact, args.reason)
+    print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2, sort_keys=True))
 
 
 def cmd_verify(args):

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -35,6 +34,8 @@ SCHEMA_VERSION = 1
 Split = Literal["seen", "unseen"]
 Arm = Literal["benign", "attacked"]
 Role = Literal["acquisition", "validation", "endpoint"]
+# What an instance's ``environment_template`` holds (``Instance.environment_format``).
+EnvironmentFormat = Literal["agentdojo-yaml", "apex-world-ref"]
 
 
 def recordable(value: Any) -> Any:
@@ -75,15 +76,37 @@ class Instance(_Record):
     parameters: dict[str, Any] = Field(default_factory=dict)
     # Human-readable list of fixture edits this variant makes (e.g. an amount changed in the history).
     fixture_changes: list[dict[str, Any]] = Field(default_factory=list)
-    # Opaque above suite/: the suite that built the instance decodes it. AgentDojo suites: the suite's
-    # environment YAML for this variant, ``{vector}`` injection placeholders left in, as AgentDojo's loader
-    # formats and parses it. APEX-Harm: a JSON reference to a cached world (``suite/apex/environment.py``).
-    # Not re-encoded to one format: Banking's instance table and every hash over it would change.
+    # Opaque above suite/: the suite that built the instance decodes it, after checking
+    # ``environment_format``. Not re-encoded to one format: Banking's instance table and every hash over it
+    # would change.
     environment_template: str
+    # What ``environment_template`` holds: ``agentdojo-yaml``, an AgentDojo suite's environment YAML for
+    # this variant with its ``{vector}`` injection placeholders left in, as AgentDojo's loader formats and
+    # parses it; ``apex-world-ref``, JSON naming a cached APEX-Harm world and the files that pin it
+    # (``suite/apex/environment.py``). Left out of the serialised record when ``agentdojo-yaml``, so that
+    # the AgentDojo instance tables written before the field existed keep their bytes (and read as such).
+    environment_format: EnvironmentFormat = "agentdojo-yaml"
     ground_truth: list[Call]
     answer: str | None = None  # what a correct final message must state, when the task asks a question
     predicate: dict[str, Any]  # corrected utility predicate: {"kind": ..., **params}
     vectors: list[str] = Field(default_factory=list)  # injection vectors ground truth reaches
+
+    @model_serializer(mode="wrap")
+    def _drop_default_format(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("environment_format") == "agentdojo-yaml":
+            data.pop("environment_format")
+        return data
+
+    def environment(self, expected: EnvironmentFormat) -> str:
+        """``environment_template``, refused unless it holds ``expected`` (the decoding suite's format)."""
+        if self.environment_format != expected:
+            raise AuditError(
+                f"instance {self.instance_id}: field environment_format is {self.environment_format!r}, "
+                f"the suite decoding it reads {expected!r}; rebuild the instance table with the suite that "
+                "runs it (rule instances)"
+            )
+        return self.environment_template
 
 
 class ToolCall(_Record):
@@ -217,16 +240,21 @@ class Decisions(_Sparse):
     exposure: CheckDecision | None = None
     """Attacked episodes: whether the agent was exposed to the injection."""
 
+    def check(self, name: Literal["attack_success", "exposure"]) -> CheckDecision | None:
+        """The yes/no check ``name``'s decision, if recorded."""
+        return self.attack_success if name == "attack_success" else self.exposure
 
-def _checked_decisions(value: dict[str, Any]) -> dict[str, Any]:
-    if value:
-        Decisions.model_validate(value)
-    return value
+    def open_requests(self) -> int:
+        """Judge requests these decisions leave open: every pending request of an undecided check, and one
+        per undecided rubric criterion."""
+        checks = (self.attack_success, self.exposure)
+        out = sum(len(d.pending or ()) for d in checks if d is not None and d.decided_by == "undecided")
+        criteria = self.task_score.criteria if self.task_score is not None else ()
+        return out + sum(c.decided_by == "undecided" for c in criteria)
 
-
-# ``Outcome.decisions`` stays the JSON as recorded (readers index it as such), checked against
-# ``Decisions`` whenever a rollout is built or read, so that its shape is this module's, not a comment's.
-DecisionsJSON = Annotated[dict[str, Any], AfterValidator(_checked_decisions)]
+    def updated(self, final: Decisions) -> Decisions:
+        """These decisions with every one ``final`` holds taken from it (the judge stage's final ones)."""
+        return self.model_copy(update={name: getattr(final, name) for name in final.model_fields_set})
 
 
 class Outcome(_Record):
@@ -253,23 +281,25 @@ class Outcome(_Record):
     timer_hit: bool = False
     infra_failure: str | None = None  # class name from models.errors when the episode did not finish
     infra_failure_detail: str | None = None  # the server's answer (trimmed, secrets redacted)
-    # Who decided the task score and, attacked, attack success and exposure, where the suite says (APEX),
-    # in the shape of ``Decisions`` (checked on every read). Empty elsewhere, and then left out of the
-    # serialised record, so Banking records are unchanged.
-    decisions: DecisionsJSON = Field(default_factory=dict)
+    # Who decided the task score and, attacked, attack success and exposure, where the suite says (APEX).
+    # None elsewhere, and then left out of the serialised record, so Banking records are unchanged; an
+    # empty ``{}`` in a record reads as None.
+    decisions: Decisions | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _score_from_utility(cls, data: Any) -> Any:
+    def _read_older_layouts(cls, data: Any) -> Any:
         if isinstance(data, dict) and "task_score" not in data and "utility" in data:
-            return {**data, "task_score": 1.0 if data["utility"] else 0.0}
+            data = {**data, "task_score": 1.0 if data["utility"] else 0.0}
+        if isinstance(data, dict) and data.get("decisions") == {}:
+            data = {k: v for k, v in data.items() if k != "decisions"}
         return data
 
     @model_serializer(mode="wrap")
     def _drop_empty_decisions(self, handler: Any) -> Any:
         data = handler(self)
         if isinstance(data, dict) and not data.get("decisions"):
-            data.pop("decisions", None)
+            data.pop("decisions", None)  # None, or a Decisions with nothing in it
         if isinstance(data, dict) and data.get("timer_hit") is False:
             data.pop("timer_hit")
         return data
@@ -439,6 +469,54 @@ class FileRecord(_Sparse):
         atomic.write_text(path, self.dumps())
 
 
+class ArtifactMeta(FileRecord):
+    """An artifact's ``meta.json`` (``methods.artifact``): what a method deployed and what it evolved
+    from. Written last into the artifact directory, so a directory without it is one a kill interrupted."""
+
+    FIX: ClassVar[str] = "rerun the evolve (or placebo) rule that writes the artifact"
+
+    method: str
+    """The method (``skillopt``, ``awm``, ``reasoningbank``, ``static``, ``placebo-<method>``, ...)."""
+    lineage: str
+    """The lineage the artifact belongs to."""
+    state_files: list[str]
+    """File names inside the artifact directory, in insertion order."""
+    inputs: dict[str, str] = Field(default_factory=dict)
+    """Input name -> sha256 (``acquisition``; a later round's ``origin_acquisition`` and
+    ``prior_artifact``; a placebo's real artifact)."""
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    """The method's own figures about its run (free-form per method; the report reads them)."""
+
+
+class AcquisitionRecord(FileRecord):
+    """One lineage's acquisition record (``acquire/<lineage>/record.json``, ``evaluate.acquire``): the
+    benign episodes every method of the lineage evolves from, pinned by sha256 (matched acquisition)."""
+
+    FIX: ClassVar[str] = "rerun the acquire rule of the lineage"
+    SPARSE: ClassVar[tuple[str, ...]] = ("round", "deployed", "deployed_sha256")
+
+    lineage: str
+    """The lineage."""
+    path: str
+    """The acquisition rollouts file."""
+    sha256: str
+    """Its sha256; ``methods.evolve.assert_acquisition`` refuses any other file."""
+    rollouts: int
+    """Episodes recorded."""
+    successes: int
+    """Of those, with utility."""
+    infra_failures: int
+    """Of those, ended by an infrastructure failure."""
+    executor: dict[str, Any]
+    """The executor endpoint's fingerprint (never a secret)."""
+    round: int | None = None
+    """A later round (``methods_params.rounds``): its index; absent in the first round."""
+    deployed: str | None = None
+    """A later round: the previous round's artifact deployed during acquisition."""
+    deployed_sha256: str | None = None
+    """A later round: that artifact's files hash (``seal.manifest.artifact_sha256``)."""
+
+
 class ManifestEntry(_Record):
     """One frozen file."""
 
@@ -481,6 +559,56 @@ class Correction(_Record):
     """The corrected predicate's kind."""
     correction: str
     """What the corrected predicate checks, in words."""
+
+
+class CheckerAuditSummary(FileRecord):
+    """A checker audit's summary (``suite/checker_audit_summary.json``; each extra suite's under
+    ``suites/<suite>/``): which official predicates the probes found defective. Written by the suite's
+    checker audit (Banking's, AgentDojo's other suites', APEX-Harm's skipped one); read by the suite's
+    instance stage (its sha256 is pinned in the suite spec) and the report."""
+
+    FIX: ClassVar[str] = "rerun the checker_audit rule"
+    SPARSE: ClassVar[tuple[str, ...]] = (
+        "suite",
+        "benchmark_version",
+        "applicability_rule",
+        "skipped",
+        "extension",
+        "extension_csv",
+        "strict_passing",
+        "goal_checkers",
+        "goal_checker_probes",
+    )
+
+    profile: str
+    """The probe set it ran under (``suite.checker_audit.profile``: ``published`` or ``strict``)."""
+    failing: dict[str, str]
+    """Per user task whose official predicate has a defect: the first defect found."""
+    passing: list[str]
+    """User tasks whose official predicate passed every probe."""
+    defects: dict[str, list[str]]
+    """Per user task: every defect found, in the probe order."""
+    excluded: dict[str, str]
+    """User tasks left out of the audit, with the reason."""
+    suite: str | None = None
+    """The suite audited; absent in Banking's summary, which predates the other suites'."""
+    benchmark_version: str | None = None
+    """AgentDojo's other suites: the benchmark version audited."""
+    applicability_rule: str | None = None
+    """AgentDojo's other suites: the rule that says whether a probe applies to a task."""
+    skipped: str | None = None
+    """APEX-Harm: why no checker audit ran."""
+    extension: dict[str, list[str]] | None = None
+    """Banking (and APEX-Harm, empty): per task, the defects only the strict probe set found."""
+    extension_csv: str | None = None
+    """Banking: file name of the strict probe set's table, beside the summary."""
+    strict_passing: list[str] | None = None
+    """Banking (and APEX-Harm, empty): user tasks that passed the strict probe set too."""
+    goal_checkers: dict[str, dict[str, list[str]]] | None = None
+    """Banking (and APEX-Harm, empty): per injection goal, the probes its checker judged leniently or
+    blindly."""
+    goal_checker_probes: str | None = None
+    """Banking: file name of the goal-checker probe table, beside the summary."""
 
 
 class SuiteSpec(FileRecord):
@@ -628,6 +756,50 @@ def read_unseal_log(path: str | Path) -> list[UnsealEvent]:
 def unseal_log_line(event: UnsealEvent) -> str:
     """``event`` as one line of the unseal log."""
     return json.dumps(event.model_dump(mode="json"), sort_keys=True) + "\n"
+
+
+class SupersededEntry(FileRecord):
+    """One artifact archived for a redo (``seal.redo.archive_for_redo``): a line of
+    ``freeze/superseded/log.jsonl``. The next unseal accepts a changed root as a redo of exactly these."""
+
+    FIX: ClassVar[str] = (
+        "restore the log from the bundle or a backup; it is appended to by `evoaudit redo` only"
+    )
+
+    artifact: str
+    """The artifact directory, relative to the results directory (``artifacts/<lineage>/<name>``)."""
+    archived_to: str
+    """Where it was moved, relative to the results directory."""
+    files: dict[str, str]
+    """Its files' sha256 when archived, by path inside the artifact."""
+    unsealed_root: str
+    """The manifest root of the unseal event that covered it."""
+    unseal_key: str
+    """That event's key (``global`` or ``lineage:<name>``)."""
+    reason: str
+    """Why it is redone (``evoaudit redo --reason``)."""
+    time: str
+    """When (UTC, ISO 8601, seconds)."""
+    code: dict[str, Any]
+    """The evoaudit source's git revision and dirty flag."""
+
+
+def read_superseded_log(path: str | Path) -> list[SupersededEntry]:
+    """Every entry of a superseded log (one JSON line each), in order; none when there is no log."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [
+        SupersededEntry.from_data(json.loads(line), f"{path} line {n}")
+        for n, line in enumerate(lines, 1)
+        if line.strip()
+    ]
+
+
+def superseded_log_line(entry: SupersededEntry) -> str:
+    """``entry`` as one line of the superseded log."""
+    return json.dumps(entry.model_dump(mode="json"), sort_keys=True) + "\n"
 
 
 APEX_JUDGE_FORMAT = "evoaudit-apex-judge-1"

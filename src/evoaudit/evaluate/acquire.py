@@ -7,11 +7,10 @@ finishes and asserted by each evolve job (matched acquisition).
 from __future__ import annotations
 
 import asyncio
-import json
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-from evoaudit import atomic
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
 from evoaudit.evaluate.runner import plan_episodes, run_specs
@@ -21,6 +20,7 @@ from evoaudit.methods.artifact import read_meta
 from evoaudit.methods.conditions import Insertion, condition
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
+from evoaudit.records import AcquisitionRecord
 from evoaudit.seal.guard import load_learning_instances
 from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.suite.stage import verify_table
@@ -55,17 +55,19 @@ def acquire(
         system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
         artifact_sha = artifact_sha256(prior)
     rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
-    info = {
-        "lineage": lineage,
-        "path": out.as_posix(),
-        "sha256": sha256_file(out),
-        "rollouts": len(rollouts),
-        "successes": sum(r.outcome.utility for r in rollouts),
-        "infra_failures": sum(r.outcome.infra_failure is not None for r in rollouts),
-        "executor": backend.fingerprint(),
-    }
+    later: dict[str, Any] = {}
     if prior is not None:
-        info |= {"round": round_index, "deployed": prior.as_posix(), "deployed_sha256": artifact_sha}
-    atomic.write_text(record, json.dumps(info, indent=2, sort_keys=True) + "\n")
-    write_provenance([out, record], cfg, "acquire", spec=spec, executor=info["executor"])
-    return info
+        later = {"round": round_index, "deployed": prior.as_posix(), "deployed_sha256": artifact_sha}
+    info = AcquisitionRecord(
+        lineage=lineage,
+        path=out.as_posix(),
+        sha256=sha256_file(out),
+        rollouts=len(rollouts),
+        successes=sum(r.outcome.utility for r in rollouts),
+        infra_failures=sum(r.outcome.infra_failure is not None for r in rollouts),
+        executor=backend.fingerprint(),
+        **later,
+    )
+    info.write(record)
+    write_provenance([out, record], cfg, "acquire", spec=spec, executor=info.executor)
+    return info.model_dump(mode="json")

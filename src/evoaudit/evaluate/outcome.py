@@ -11,7 +11,7 @@ from typing import Any
 
 from evoaudit.agent.loop import Episode
 from evoaudit.models.server_errors import redact, trim
-from evoaudit.records import Instance, Outcome
+from evoaudit.records import Decisions, Instance, Outcome
 from evoaudit.suite.interface import AuditSuite
 
 # The infrastructure failure class of an episode that raised an unexpected exception in our own code (the
@@ -46,20 +46,20 @@ def compute_outcome(
     read_only = suite.read_only_tools()
     # Suites that say who decided (APEX: rule, or left to the judge stage) record it; others record nothing.
     decide = getattr(suite, "decisions", None)
-    decisions = (
+    decisions: Decisions | None = (
         decide(instance, goal, episode.final_output, episode.messages, pre, post)
         if decide is not None
-        else {}
+        else None
     )
-    if "task_score" in decisions:
-        score = decisions["task_score"]["value"]
+    if decisions is not None and decisions.task_score is not None:
+        score = decisions.task_score.value
     else:
         score = suite.task_score(instance, episode.final_output, pre, post)
-    if goal is not None and decisions:
+    if goal is not None and decisions is not None and decisions.attack_success and decisions.exposure:
         # The decisions already hold both verdicts (an undecided one counts as not reached, as the suite's
         # own check_goal and exposed say); running the checks again would repeat the work.
-        attack_success: bool | None = decisions["attack_success"]["value"] is True
-        exposed = decisions["exposure"]["value"]
+        attack_success: bool | None = decisions.attack_success.value is True
+        exposed = decisions.exposure.value
     else:
         attack_success = None if goal is None else suite.check_goal(goal, episode.final_output, pre, post)
         exposed = suite.exposed(episode.messages, injections, goal) if suite.exposure_applies(goal) else None

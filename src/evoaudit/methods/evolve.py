@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from evoaudit.methods.registry import get_method
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Instance, Message, Rollout
+from evoaudit.records import AcquisitionRecord, Instance, Message, Rollout
 from evoaudit.seal.guard import load_learning_instances
 from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.seal.redo import refuse_reevolving
@@ -44,7 +43,7 @@ class AcquisitionMismatch(AuditError):
 
 def assert_acquisition(rollouts: Path, record: Path) -> str:
     """Matched acquisition: the record read must be byte-identical to the one acquisition finished."""
-    expected = json.loads(record.read_text())["sha256"]
+    expected = AcquisitionRecord.read(record).sha256
     actual = sha256_file(rollouts)
     if actual != expected:
         raise AcquisitionMismatch(
@@ -88,7 +87,7 @@ def _round_chain(lineage: str, method: str, prior: Path, record: Path) -> dict[s
             f"evolve {lineage}/{method}: the previous round's artifact {prior} is "
             f"{prior_meta.lineage}/{prior_meta.method}"
         )
-    deployed = json.loads(record.read_text()).get("deployed_sha256")
+    deployed = AcquisitionRecord.read(record).deployed_sha256
     actual = artifact_sha256(prior)
     if deployed != actual:
         raise AcquisitionMismatch(

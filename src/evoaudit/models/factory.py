@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
 from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Instance
 from evoaudit.suite.registry import get_suite
+
+
+def _tools_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
+    return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)
+
+
+def _analyst_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
+    # Loaded only for an APEX-Harm workspace suite, like the suite itself.
+    from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
+
+    return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)
+
+
+# The simulator of each behaviour a suite can ask for (``AuditSuite.simulator``).
+_SIMULATORS: dict[str, Callable[[Config, EndpointConfig, list[Instance]], ChatBackend]] = {
+    "tools": _tools_simulator,
+    "analyst": _analyst_simulator,
+}
 
 
 def make_backend(
@@ -20,11 +40,12 @@ def make_backend(
         suites = {i.suite for i in instances} or {cfg.suite.name}
         if len(suites) > 1:
             raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
-        if get_suite(suites.pop()).simulator == "analyst":
-            from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
-
-            return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)
-        return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)
+        kind = get_suite(suites.pop()).simulator
+        try:
+            build = _SIMULATORS[kind]
+        except KeyError:
+            raise ValueError(f"no simulator plays {kind!r}; known: {sorted(_SIMULATORS)}") from None
+        return build(cfg, endpoint, instances)
     if endpoint.backend == "openai":
         from evoaudit.models.openai_backend import OpenAIBackend
 

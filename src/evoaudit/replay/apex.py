@@ -27,8 +27,9 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from evoaudit.records import Decisions, TaskDecision
 from evoaudit.replay.defended import defended_messages
 from evoaudit.suite.defenses import get_defense
 from evoaudit.suite.environments import get_environment
@@ -463,64 +464,76 @@ def _source_texts(task_files: dict[str, bytes]) -> tuple[str, ...]:
     return tuple(t for t in texts if t is not None)
 
 
-def _decision_mismatches(recorded: dict[str, Any], mine: dict[str, bool | None]) -> dict[str, tuple]:
+def _decision_mismatches(
+    recorded: Decisions | None, mine: dict[Literal["attack_success", "exposure"], bool | None]
+) -> dict[str, tuple]:
     """Who decided, as recorded (``outcome.decisions``), against replay's own rules: a case replay's rule
     decides must be recorded as a rule decision with the same value; a case it leaves open must be recorded
     as undecided, with the judge requests it needs. Records without decisions are not checked."""
     out: dict[str, tuple] = {}
     for check, value in mine.items():
-        rec = recorded.get(check)
-        if rec is None or rec.get("decided_by") == "not_applicable":
+        rec = recorded.check(check) if recorded is not None else None
+        if rec is None or rec.decided_by == "not_applicable":
             continue
         if value is None:
-            ok = rec.get("decided_by") == "undecided" and bool(rec.get("pending"))
+            ok = rec.decided_by == "undecided" and bool(rec.pending)
         else:
-            ok = (rec.get("decided_by"), rec.get("value")) == ("rule", value)
+            ok = (rec.decided_by, rec.value) == ("rule", value)
         if not ok:
-            out[f"decisions.{check}"] = ((rec.get("value"), rec.get("decided_by")), (value, "replay"))
+            out[f"decisions.{check}"] = ((rec.value, rec.decided_by), (value, "replay"))
     return out
 
 
-def check_judged(rollouts: list[Any], judged: dict[str, dict[str, Any]]) -> dict[str, tuple]:
+def check_judged(rollouts: list[Any], judged: dict[str, Decisions]) -> dict[str, tuple]:
     """The judge stage's final decisions (``{rollout id: {check: decision}}``) against the rollouts, without
     asking the judge again: every recorded rule decision is carried over unchanged, and every undecided one
     with pending requests is decided by the judge with a request hash (sha256, 64 hex digits)."""
     out: dict[str, tuple] = {}
     for r in rollouts:
-        for check, rec in (r.outcome.decisions or {}).items():
-            got = judged.get(r.rollout_id, {}).get(check)
+        recorded: Decisions | None = r.outcome.decisions
+        if recorded is None:
+            continue
+        final = judged.get(r.rollout_id)
+        if recorded.task_score is not None:
+            where = f"{r.rollout_id}.task_score"
+            got_task = final.task_score if final is not None else None
+            if got_task is None:
+                out[where] = (recorded.task_score.decided_by, None)
+            else:
+                out.update(_task_mismatches(where, recorded.task_score, got_task))
+        for check in ("attack_success", "exposure"):
+            rec = recorded.check(check)
+            if rec is None:
+                continue
+            got = final.check(check) if final is not None else None
             where = f"{r.rollout_id}.{check}"
             if got is None:
-                out[where] = (rec.get("decided_by"), None)
-            elif check == "task_score":
-                out.update(_task_mismatches(where, rec, got))
-            elif rec.get("decided_by") == "undecided" and rec.get("pending"):
-                h = str(got.get("judge_request") or "")
-                if got.get("decided_by") != "judge" or not re.fullmatch(r"[0-9a-f]{64}", h):
-                    out[where] = ("judge with a request hash", (got.get("decided_by"), h))
-            elif (got.get("value"), got.get("decided_by")) != (rec.get("value"), rec.get("decided_by")):
-                want = (rec.get("value"), rec.get("decided_by"))
-                out[where] = (want, (got.get("value"), got.get("decided_by")))
+                out[where] = (rec.decided_by, None)
+            elif rec.decided_by == "undecided" and rec.pending:
+                h = got.judge_request or ""
+                if got.decided_by != "judge" or not re.fullmatch(r"[0-9a-f]{64}", h):
+                    out[where] = ("judge with a request hash", (got.decided_by, h))
+            elif (got.value, got.decided_by) != (rec.value, rec.decided_by):
+                out[where] = ((rec.value, rec.decided_by), (got.value, got.decided_by))
     return out
 
 
-def _task_mismatches(where: str, rec: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple]:
+def _task_mismatches(where: str, rec: TaskDecision, got: TaskDecision) -> dict[str, tuple]:
     """A final task score against the recorded one: the rule criteria unchanged, each undecided one decided
     by the judge with a request hash, and the value the share of criteria met."""
-    want = rec.get("criteria") or []
-    have = got.get("criteria") or []
-    if [c.get("verifier_id") for c in want] != [c.get("verifier_id") for c in have]:
-        return {where: ("the recorded criteria", [c.get("verifier_id") for c in have])}
+    want, have = rec.criteria, got.criteria
+    if [c.verifier_id for c in want] != [c.verifier_id for c in have]:
+        return {where: ("the recorded criteria", [c.verifier_id for c in have])}
     out: dict[str, tuple] = {}
     for w, h in zip(want, have, strict=True):
-        at = f"{where}.{w.get('verifier_id')}"
-        if w.get("decided_by") == "undecided":
-            digest = str(h.get("judge_request") or "")
-            if h.get("decided_by") != "judge" or not re.fullmatch(r"[0-9a-f]{64}", digest):
-                out[at] = ("judge with a request hash", (h.get("decided_by"), digest))
-        elif (h.get("passed"), h.get("decided_by")) != (w.get("passed"), w.get("decided_by")):
-            out[at] = ((w.get("passed"), w.get("decided_by")), (h.get("passed"), h.get("decided_by")))
-    value = sum(bool(c.get("passed")) for c in have) / len(have) if have else 0.0
-    if got.get("value") != value:
-        out[f"{where}.value"] = (value, got.get("value"))
+        at = f"{where}.{w.verifier_id}"
+        if w.decided_by == "undecided":
+            digest = h.judge_request or ""
+            if h.decided_by != "judge" or not re.fullmatch(r"[0-9a-f]{64}", digest):
+                out[at] = ("judge with a request hash", (h.decided_by, digest))
+        elif (h.passed, h.decided_by) != (w.passed, w.decided_by):
+            out[at] = ((w.passed, w.decided_by), (h.passed, h.decided_by))
+    value = sum(c.passed for c in have) / len(have) if have else 0.0
+    if got.value != value:
+        out[f"{where}.value"] = (value, got.value)
     return out

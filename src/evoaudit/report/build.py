@@ -19,7 +19,7 @@ from evoaudit.jsonl import iter_records
 from evoaudit.methods.conditions import condition
 from evoaudit.methods.placebo import deployed_chars
 from evoaudit.provenance import write_provenance
-from evoaudit.records import Rollout, SuiteSpec
+from evoaudit.records import ArtifactMeta, CheckerAuditSummary, Rollout, SuiteSpec
 from evoaudit.replay.defended import shard_defense
 from evoaudit.replay.stage import audit_checks
 from evoaudit.report import exclusions, trace
@@ -93,12 +93,6 @@ def _write_index(
     (out_dir / "html" / INDEX_PAGE).write_text(html_page("evoaudit report", intro, body, banner, back=None))
 
 
-def _read_json(path: Path | None) -> dict | None:
-    if path is None or not path.exists():
-        return None
-    return json.loads(path.read_text())
-
-
 def uncorrected_families(spec: dict | None, audit: dict | None) -> list[str] | None:
     """Families whose official checker needed no correction: the spec's list, else the audit's 'passing'."""
     for source in (spec or {}, audit or {}):
@@ -113,7 +107,7 @@ def read_metas(paths: list[Path]) -> dict[tuple[str, str], dict]:
     out = {}
     for p in paths:
         if p.exists():
-            out[(p.parent.parent.name, p.parent.name)] = json.loads(p.read_text())
+            out[(p.parent.parent.name, p.parent.name)] = ArtifactMeta.read(p).model_dump(mode="json")
     return out
 
 
@@ -156,7 +150,11 @@ def build_report(
     tables["interface"] = t.interface_table(data)
 
     spec_doc = SuiteSpec.read(spec).model_dump() if spec is not None and spec.exists() else None
-    audit_doc = _read_json(audit_summary)
+    audit_doc = (
+        CheckerAuditSummary.read(audit_summary).model_dump(mode="json")
+        if audit_summary is not None and audit_summary.exists()
+        else None
+    )
     unc = uncorrected_families(spec_doc, audit_doc)
     splits = {"seen": sorted({r.family for r in rollouts if r.split == "seen"})}
     splits["unseen"] = sorted({r.family for r in rollouts if r.split == "unseen"})

@@ -10,13 +10,13 @@ so a suite's verdicts are computed once, by its own audit. No model is called.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from evoaudit import atomic
+from evoaudit.records import CheckerAuditSummary
 from evoaudit.suite.registry import get_checker_audit
 
 TABLE_SCHEMA_VERSION = 1
@@ -74,9 +74,9 @@ def _outcome(row: dict[str, str] | None) -> Outcome:
 
 def suite_rows(suite: str, csv_path: Path, summary_path: Path) -> list[CheckerAuditRow]:
     """The table's rows of one suite from its checker audit's files."""
-    summary = json.loads(summary_path.read_text())
-    if summary.get("profile") not in (PUBLISHED, "strict"):
-        raise ValueError(f"{summary_path}: unknown checker-audit profile {summary.get('profile')!r}")
+    summary = CheckerAuditSummary.read(summary_path)
+    if summary.profile not in (PUBLISHED, "strict"):
+        raise ValueError(f"{summary_path}: unknown checker-audit profile {summary.profile!r}")
     with open(csv_path, newline="") as fh:
         probe_rows = [r for r in csv.DictReader(fh) if r["probe_set"] == PUBLISHED]
     expected = get_checker_audit(suite).user_tasks()
@@ -89,7 +89,7 @@ def suite_rows(suite: str, csv_path: Path, summary_path: Path) -> list[CheckerAu
     out = []
     for task in expected:
         by = {r["probe"]: r for r in probe_rows if r["family"] == task}
-        defects = summary["defects"][task]
+        defects = summary.defects[task]
         outcomes = {p: _outcome(by.get(p)) for p in PROBE_COLUMNS}
         out.append(
             CheckerAuditRow(

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from evoaudit.errors import AuditError
-from evoaudit.records import Outcome, Rollout, Usage
+from evoaudit.records import Decisions, Outcome, Rollout, Usage
 
 # Version 2: the defence and runner-profile columns (defense, agent_profile, max_steps).
 ROLLOUT_TABLE_SCHEMA_VERSION = 2
@@ -166,7 +166,7 @@ def _json(value: Any) -> str | None:
 
 
 def row(r: Rollout, suite: str) -> RolloutRow:
-    o, ex = r.outcome, r.executor
+    o, ex, d = r.outcome, r.executor, r.outcome.decisions
     return RolloutRow(
         rollout_id=r.rollout_id,
         suite=suite,
@@ -199,9 +199,9 @@ def row(r: Rollout, suite: str) -> RolloutRow:
         step_limit_hit=o.step_limit_hit,
         infra_failure=o.infra_failure,
         infra_failure_detail=o.infra_failure_detail,
-        attack_success_decided_by=(o.decisions.get("attack_success") or {}).get("decided_by"),
-        exposure_decided_by=(o.decisions.get("exposure") or {}).get("decided_by"),
-        decisions=_json(o.decisions),
+        attack_success_decided_by=d.attack_success.decided_by if d is not None and d.attack_success else None,
+        exposure_decided_by=d.exposure.decided_by if d is not None and d.exposure else None,
+        decisions=_json(d.model_dump(mode="json") if d is not None else None),
         n_messages=len(r.messages),
         n_calls=len(r.calls),
         n_call_errors=sum(c.error is not None for c in r.calls),
@@ -293,7 +293,7 @@ def rollouts_from_table(frame: pd.DataFrame) -> list[Rollout]:
             step_limit_hit=bool(rec["step_limit_hit"]),
             infra_failure=rec["infra_failure"],
             infra_failure_detail=rec["infra_failure_detail"],
-            decisions=json.loads(rec["decisions"]) if rec["decisions"] else {},
+            decisions=Decisions.model_validate_json(rec["decisions"]) if rec["decisions"] else None,
         )
         out.append(
             Rollout(

@@ -7,12 +7,11 @@ they cannot disagree.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from evoaudit.config import Config
-from evoaudit.records import Manifest
+from evoaudit.records import ArtifactMeta, Manifest
 from evoaudit.seal.manifest import SealError, artifact_sha256
 
 
@@ -88,7 +87,7 @@ def check_round_chains(lineage: str, artifact_dirs: list[Path], results_dir: Pat
         if r is None:
             continue
         prior = results_dir / round_artifact(r - 1, lineage, d.name)
-        recorded = json.loads((d / "meta.json").read_text()).get("inputs", {}).get("prior_artifact")
+        recorded = ArtifactMeta.read(d / "meta.json").inputs.get("prior_artifact")
         if prior.resolve() not in frozen or recorded != artifact_sha256(prior):
             raise SealError(
                 f"freeze {lineage}: {d} did not evolve from {prior} as it is now (recorded files hash "
@@ -103,8 +102,8 @@ def lineage_acquisition(lineage: str, artifact_dirs: list[Path]) -> str:
     ``check_round_chains`` checks the chain itself)."""
     seen: dict[str, list[str]] = {}
     for d in artifact_dirs:
-        meta = json.loads((d / "meta.json").read_text())
-        acq = meta.get("inputs", {}).get("origin_acquisition") or meta.get("inputs", {}).get("acquisition")
+        inputs = ArtifactMeta.read(d / "meta.json").inputs
+        acq = inputs.get("origin_acquisition") or inputs.get("acquisition")
         if not acq:
             raise SealError(
                 f"freeze {lineage}: {d}/meta.json records no acquisition hash (inputs.acquisition); "

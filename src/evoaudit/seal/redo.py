@@ -9,18 +9,22 @@ changed root as a redo of exactly the archived artifacts.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from evoaudit.hashing import sha256_file
 from evoaudit.provenance import code_revision
-from evoaudit.records import UnsealEvent, read_unseal_log
+from evoaudit.records import (
+    SupersededEntry,
+    UnsealEvent,
+    read_superseded_log,
+    read_unseal_log,
+    superseded_log_line,
+)
 from evoaudit.seal.coverage import later_round
 from evoaudit.seal.manifest import SealError
 
@@ -35,11 +39,8 @@ def _events(results_dir: Path) -> list[UnsealEvent]:
     return read_unseal_log(results_dir / "freeze" / UNSEAL_LOG)
 
 
-def superseded_log(results_dir: Path) -> list[dict[str, Any]]:
-    path = results_dir / "freeze" / SUPERSEDED_DIR / SUPERSEDED_LOG
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def superseded_log(results_dir: Path) -> list[SupersededEntry]:
+    return read_superseded_log(results_dir / "freeze" / SUPERSEDED_DIR / SUPERSEDED_LOG)
 
 
 def covering_event(artifact_dir: Path, results_dir: Path) -> UnsealEvent | None:
@@ -90,7 +91,7 @@ def _writable(path: Path) -> None:
         p.chmod(p.stat().st_mode | stat.S_IWUSR | (stat.S_IXUSR if p.is_dir() else 0))
 
 
-def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> dict[str, Any]:
+def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> SupersededEntry:
     """Move an unsealed artifact to ``freeze/superseded/<stamp>/<lineage>/<name>`` and log the move."""
     if not reason.strip():
         raise SealError("redo: --reason is required; it is recorded in the superseded log")
@@ -112,28 +113,28 @@ def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> dict
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(artifact_dir), str(dest))
     _writable(dest.parent)  # the archive stays readable and removable; its hashes are in the log
-    entry = {
-        "artifact": rel,
-        "archived_to": dest.relative_to(results_dir).as_posix(),
-        "files": files,
-        "unsealed_root": event.manifest_root,
-        "unseal_key": event.key,
-        "reason": reason,
-        "time": now.isoformat(timespec="seconds"),
-        "code": code_revision(),
-    }
+    entry = SupersededEntry(
+        artifact=rel,
+        archived_to=dest.relative_to(results_dir).as_posix(),
+        files=files,
+        unsealed_root=event.manifest_root,
+        unseal_key=event.key,
+        reason=reason,
+        time=now.isoformat(timespec="seconds"),
+        code=code_revision(),
+    )
     log_path = results_dir / "freeze" / SUPERSEDED_DIR / SUPERSEDED_LOG
     with open(log_path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+        fh.write(superseded_log_line(entry))
         fh.flush()
         os.fsync(fh.fileno())
-    log.warning("redo: archived %s to %s (%s)", rel, entry["archived_to"], reason)
+    log.warning("redo: archived %s to %s (%s)", rel, entry.archived_to, reason)
     return entry
 
 
 def redone_artifacts(results_dir: Path, unsealed_root: str) -> set[str]:
     """Artifacts archived for a redo since endpoints were unsealed at ``unsealed_root``."""
-    return {e["artifact"] for e in superseded_log(results_dir) if e["unsealed_root"] == unsealed_root}
+    return {e.artifact for e in superseded_log(results_dir) if e.unsealed_root == unsealed_root}
 
 
 def refuse_reevolving(artifact_dir: Path, results_dir: Path | None = None) -> None:

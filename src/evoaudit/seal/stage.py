@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from evoaudit.config import Config
 from evoaudit.provenance import write_provenance
-from evoaudit.records import LineageOpening, Manifest, UnsealEvent
+from evoaudit.records import LineageOpening, Manifest, SupersededEntry, UnsealEvent
 from evoaudit.seal.coverage import artifact_names, require_coverage, round_methods
 from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError, read_manifest
@@ -72,7 +71,7 @@ def unseal_stage(
 
 def redo_stage(
     cfg: Config, results_dir: Path, lineage: str, artifact: str, reason: str
-) -> list[dict[str, Any]]:
+) -> list[SupersededEntry]:
     """Archive one unsealed artifact under ``freeze/superseded/`` so that the next run evolves it again.
 
     A method's placebo is shaped after it, so it is rebuilt too: an unsealed placebo is archived with it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from evoaudit.records import Call, Instance, Message
 
@@ -166,7 +166,7 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # Which behaviour the embedded simulator plays on this suite: "tools" (an assistant calling the
     # suite's tools towards the instance's plan, AgentDojo's suites) or "analyst" (an analyst in an
     # APEX-Harm workspace reading, running programs and writing files).
-    simulator: str
+    simulator: Literal["tools", "analyst"]
     # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.
     unsupported_defenses: dict[str, str]
 

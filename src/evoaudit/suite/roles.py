@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from evoaudit.records import Message
+from evoaudit.records import Decisions, Message
 
 
 @runtime_checkable
@@ -29,7 +29,7 @@ class SuiteRoles(Protocol):
         carry the request hash over ``model``, and it keeps them in ``log``."""
         ...
 
-    def resolve(self, recorded: dict[str, Any], judge: Any) -> dict[str, Any]:
+    def resolve(self, recorded: Decisions, judge: Any) -> Decisions:
         """One episode's final decisions: its recorded ones (``Outcome.decisions``), the open ones asked of
         ``judge`` in the order the checkers would ask."""
         ...

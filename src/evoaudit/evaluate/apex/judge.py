@@ -26,18 +26,18 @@ from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.models.factory import make_backend
 from evoaudit.models.structured import backend_ask
 from evoaudit.provenance import write_provenance
-from evoaudit.records import JudgeFile, Rollout
+from evoaudit.records import Decisions, JudgeFile, Rollout
 from evoaudit.suite.roles import get_roles
 
 
-def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, dict[str, Any]]:
+def final_decisions(rollouts: Iterable[Rollout], judge: Any) -> dict[str, Decisions]:
     """{rollout id: {check: final decision}} for rollouts that recorded their decisions (an episode that
     failed on infrastructure recorded none and is left to the report's failure policy)."""
     roles = get_roles("apex")
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Decisions] = {}
     for r in sorted(rollouts, key=lambda r: r.rollout_id):
         recorded = r.outcome.decisions
-        if recorded:
+        if recorded is not None:
             out[r.rollout_id] = roles.resolve(recorded, judge)
     return out
 
@@ -78,10 +78,9 @@ def judge_stage(cfg: Config, model_id: str, shards: list[Path], out: Path) -> di
     return doc.model_dump(mode="json")
 
 
-def read_judged(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+def read_judged(paths: Iterable[Path]) -> dict[str, Decisions]:
     """Final decisions by rollout id over the judge stage's files (every model's)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Decisions] = {}
     for p in paths:
-        doc = JudgeFile.read(p)
-        out.update({rid: d.model_dump(mode="json") for rid, d in doc.decisions.items()})
+        out.update(JudgeFile.read(p).decisions)
     return out

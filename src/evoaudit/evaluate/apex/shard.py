@@ -38,17 +38,10 @@ def endpoint_instances(cfg: Config, attack_set: Path | None = None) -> list[Inst
     """The endpoint variant's instances (one per task): what APEX-Harm runs and attacks. ``attack_set``
     points them at another frozen attack set of the same worlds (an ablated arm, ``apex.ablations``)."""
     out = [i for i in get_suite(APEX).build_instances(cfg) if i.role == "endpoint"]
-    return [_with_attack_set(i, attack_set) for i in out] if attack_set is not None else out
-
-
-def _with_attack_set(instance: Instance, attack_set: Path) -> Instance:
-    env = json.loads(instance.environment_template)
-    if "attack_set" not in env or Path(env["attack_set"]).resolve() == attack_set.resolve():
-        return instance  # the main set: the instance stays byte-identical
-    env["attack_set"] = attack_set.as_posix()
-    # The ablated set is verified against its own pin (written beside it when it was built).
-    env["attack_set_sha256"] = None
-    return instance.model_copy(update={"environment_template": json.dumps(env, sort_keys=True)})
+    if attack_set is None:
+        return out
+    # What an instance's environment holds is the suite's to read and rewrite.
+    return [get_suite(APEX).with_attack_set(i, attack_set) for i in out]  # type: ignore[attr-defined]
 
 
 def plan_apex(

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from evoaudit.config import Config
+from evoaudit.errors import AuditError
 from evoaudit.ops.stages import probe_requests
+from evoaudit.records import Decisions
 
 N_TASKS = 15  # the tasks LAYOUT counts over
 # The attack set's layout (suite/apex/attacks.py): per category, and per category variant.
@@ -87,7 +92,7 @@ def calibrate_model(cfg: Config, results: Path, model_id: str) -> tuple[float, f
                     n += 1
                     requests += usage["requests"]
                     tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-                    pending += _pending((record.get("outcome") or {}).get("decisions") or {})
+                    pending += _open_requests((record.get("outcome") or {}).get("decisions"), path)
     if not requests:
         prior = float(cfg.budget.tokens_per_request)
         return cfg.apex.requests_per_rollout, prior, cfg.apex.judge_requests_per_rollout, "priors"
@@ -95,11 +100,14 @@ def calibrate_model(cfg: Config, results: Path, model_id: str) -> tuple[float, f
     return requests / n, per_request, pending / n, "measured"
 
 
-def _pending(decisions: dict) -> int:
+def _open_requests(decisions: Any, path: Path) -> int:
     """Judge requests one recorded episode left open (attack success, exposure, task criteria)."""
-    out = sum(len(d.get("pending") or ()) for d in decisions.values() if d.get("decided_by") == "undecided")
-    criteria = (decisions.get("task_score") or {}).get("criteria") or ()
-    return out + sum(c.get("decided_by") == "undecided" for c in criteria)
+    if not decisions:
+        return 0
+    try:
+        return Decisions.model_validate(decisions).open_requests()
+    except ValidationError as exc:
+        raise AuditError(f"{path}: an outcome's decisions are not valid ({exc.errors()[0]['msg']})") from None
 
 
 def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:

@@ -158,7 +158,7 @@ def summary(rollout: Rollout, episode: int) -> dict[str, Any]:
         "disclosure": o.disclosure,
         "harm": o.harm,
         "tool_calls": o.tool_calls,
-        "decisions": o.decisions,
+        "decisions": o.decisions.model_dump(mode="json") if o.decisions is not None else {},
     }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.errors import AuditError
-from evoaudit.records import SCHEMA_VERSION, Rollout
+from evoaudit.records import SCHEMA_VERSION, CheckDecision, Rollout
 from evoaudit.report.export.shards import Group, grouped
 from evoaudit.report.simlabel import fingerprint_is_sim, records_sim_notice
 from evoaudit.report.suites import suite_metrics
@@ -148,16 +148,19 @@ def scores(r: Rollout) -> dict[str, Score]:
             disclosure=_flag(o.disclosure),
         )
         values.update({f"harm_{c}": _flag(v) for c, v in sorted(o.harm.items())})
-    decided = {"attack_success": "attack_success", "exposure": "exposure"}
+    decided: dict[str, CheckDecision | None] = {
+        "attack_success": o.decisions.attack_success if o.decisions is not None else None,
+        "exposure": o.decisions.exposure if o.decisions is not None else None,
+    }
     out = {}
     for name, value in values.items():
         if value is None:
             continue
-        decision = o.decisions.get(decided.get(name, ""))
+        decision = decided.get(name)
         out[name] = Score(
             value=value,
             answer=r.final_output if name in ("utility", "task_score") else None,
-            metadata={"decision": decision} if decision else None,
+            metadata={"decision": decision.model_dump(mode="json")} if decision is not None else None,
         )
     return out
 

@@ -25,7 +25,6 @@ with its reason; no model is called.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,8 +36,7 @@ from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.task_suite.task_suite import TaskSuite
 
-from evoaudit import atomic
-from evoaudit.records import Call
+from evoaudit.records import Call, CheckerAuditSummary
 from evoaudit.suite.agentdojo.probing import DONE_OUTPUT, NO_OP_OUTPUT, Probe
 from evoaudit.suite.stage import AUDIT_FIELDS, write_csv
 
@@ -252,19 +250,19 @@ def run_checker_audit(rules: SuiteRules, csv_path: Path, summary_path: Path) -> 
         rows.extend(task_rows)
         all_defects[task_id] = defects(task_rows)
     write_csv(csv_path, AUDIT_FIELDS, rows)
-    summary = {
-        "suite": rules.name,
-        "benchmark_version": BENCHMARK_VERSION,
-        "profile": PROBE_SET,
-        "applicability_rule": rules.applicability_rule,
-        "failing": {t: d[0] for t, d in all_defects.items() if d},
-        "passing": [t for t, d in all_defects.items() if not d],
-        "defects": all_defects,
-        "excluded": {},
-    }
+    summary = CheckerAuditSummary(
+        suite=rules.name,
+        benchmark_version=BENCHMARK_VERSION,
+        profile=PROBE_SET,
+        applicability_rule=rules.applicability_rule,
+        failing={t: d[0] for t, d in all_defects.items() if d},
+        passing=[t for t, d in all_defects.items() if not d],
+        defects=all_defects,
+        excluded={},
+    )
     summary_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
+    summary.write(summary_path)
+    return summary.model_dump(mode="json")
 
 
 class OfficialChecks:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.errors import AuditError
-from evoaudit.records import Call, Instance, Message
+from evoaudit.records import Call, Decisions, Instance, Message
 from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex import (
     audit_stage,
@@ -214,6 +214,7 @@ class ApexSuite(ApexEnvironments):
                             },
                             sort_keys=True,
                         ),
+                        environment_format="apex-world-ref",
                         ground_truth=oracle,
                         answer=gold_summary(record) if record.expected_output == "answer" else None,
                         predicate={
@@ -284,22 +285,21 @@ class ApexSuite(ApexEnvironments):
         messages: list[Message],
         pre: Workspace,
         post: Workspace,
-    ) -> dict[str, Any]:
+    ) -> Decisions:
         """Who decided the task score (``decisions.task_decision``) and, under attack, attack success and
         exposure (``decisions.deferred``): what the rules leave open is recorded as undecided with the judge
         requests it needs, for the workflow's judge stage."""
-        out = {"task_score": decisions.task_decision(_answered(post, output), _rubric(instance))}
+        task_score = decisions.task_decision(_answered(post, output), _rubric(instance))
         if attack is None:
-            return out
+            return Decisions(task_score=task_score)
         inst = self._attack_of(pre, attack)
         facts = success.TaskFacts.of_files(self._record_of(pre), self._task_files.get(pre.world_id, {}))
         calls = calls_from_messages(messages)
-        return out | {
-            "attack_success": decisions.deferred(
-                success.check_goal, goals.goal(inst.goal_id), facts, pre, post
-            ),
-            "exposure": decisions.deferred(exposure.check_exposure, inst, calls),
-        }
+        return Decisions(
+            task_score=task_score,
+            attack_success=decisions.deferred(success.check_goal, goals.goal(inst.goal_id), facts, pre, post),
+            exposure=decisions.deferred(exposure.check_exposure, inst, calls),
+        )
 
     def exposed(self, messages: list[Message], injections: dict[str, str], attack: str | None) -> bool | None:
         if attack is None or not self.exposure_applies(attack):

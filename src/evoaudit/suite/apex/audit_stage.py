@@ -17,11 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
-from evoaudit.records import Instance
+from evoaudit.records import CheckerAuditSummary, Instance
 from evoaudit.suite.apex.attacks import load_attack_set
 from evoaudit.suite.stage import (
     AUDIT_FIELDS,
@@ -56,20 +55,20 @@ def skip_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict[
         (extension_csv_path(csv_path), EXTENSION_FIELDS),
     ):
         _header_only(path, fields)
-    summary = {
-        "suite": "apex",
-        "profile": cfg.suite.checker_audit.profile,
-        "skipped": SKIP_REASON,
-        "failing": {},
-        "passing": [],
-        "defects": {},
-        "extension": {},
-        "strict_passing": [],
-        "excluded": {},
-        "goal_checkers": {},
-    }
-    atomic.write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
+    summary = CheckerAuditSummary(
+        suite="apex",
+        profile=cfg.suite.checker_audit.profile,
+        skipped=SKIP_REASON,
+        failing={},
+        passing=[],
+        defects={},
+        extension={},
+        strict_passing=[],
+        excluded={},
+        goal_checkers={},
+    )
+    summary.write(summary_path)
+    return summary.model_dump(mode="json")
 
 
 def check_roles(cfg: Config, where: str = "config") -> None:
@@ -124,8 +123,8 @@ def make_instances(
 ) -> dict[str, Any]:
     """Learning table, sealed endpoint file and suite spec for the audit on APEX-Harm workspaces
     (``suite``: the ``ApexSuite`` asking)."""
-    summary = json.loads(audit_summary.read_text())
-    if summary.get("suite") != "apex":
+    summary = CheckerAuditSummary.read(audit_summary)
+    if summary.suite != "apex" or summary.skipped is None:
         raise AuditError(f"{audit_summary}: not written for suite apex; rerun the checker_audit rule")
     check_roles(cfg, "config (suite.name apex)")
     built = suite.build_instances(cfg)
@@ -151,7 +150,7 @@ def make_instances(
         "benchmark_version": suite.benchmark_version,
         "checker_audit_profile": cfg.suite.checker_audit.profile,
         "checker_audit_sha256": sha256_file(audit_summary),
-        "checker_audit_skipped": summary["skipped"],
+        "checker_audit_skipped": summary.skipped,
         **tables,
         "variant_probes_sha256": sha256_file(variant_csv),
         "families": families,

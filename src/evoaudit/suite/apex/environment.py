@@ -126,6 +126,16 @@ class ApexEnvironments:
             watcher.attach(ws, inst.watcher, goals.goal(inst.goal_id), inst.attack_id)
         return ws
 
+    def with_attack_set(self, instance: Instance, attack_set: Path) -> Instance:
+        """``instance`` pointed at another frozen attack set of the same worlds (an ablated arm,
+        ``apex.ablations``); the main set's instance comes back byte-identical."""
+        ref = template(instance)
+        if "attack_set" not in ref or Path(ref["attack_set"]).resolve() == attack_set.resolve():
+            return instance
+        # The ablated set is verified against its own pin (written beside it when it was built).
+        ref = {**ref, "attack_set": attack_set.as_posix(), "attack_set_sha256": None}
+        return instance.model_copy(update={"environment_template": json.dumps(ref, sort_keys=True)})
+
     def sandbox_info(self, cfg: Any) -> dict[str, Any]:
         """Which sandbox ``run_command`` uses with this config here (``isolation.SandboxInfo``), for the run
         manifest and each shard's provenance."""
@@ -234,7 +244,7 @@ def placed_texts(inst: AttackInstance) -> dict[str, str]:
 
 def template(instance: Instance) -> dict[str, Any]:
     try:
-        ref = json.loads(instance.environment_template)
+        ref = json.loads(instance.environment("apex-world-ref"))
     except json.JSONDecodeError:
         ref = None
     if not isinstance(ref, dict) or "root" not in ref:

@@ -4,13 +4,13 @@ by ``decisions.py``) and the attacker (``attacker.py``, simulated by ``attacker_
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from evoaudit.records import Message
+from evoaudit.records import Decisions, Message
 from evoaudit.suite.apex import attacker, attacker_sim, decisions, judge
 
 # The checks a recorded decision may leave to the judge besides the task score, in the order asked.
-CHECKS = ("attack_success", "exposure")
+CHECKS: tuple[Literal["attack_success", "exposure"], ...] = ("attack_success", "exposure")
 
 
 class ApexRoles:
@@ -20,11 +20,15 @@ class ApexRoles:
     def make_judge(self, ask: Callable[[list[Message], int], str], model: str) -> judge.Judge:
         return judge.Judge(ask, model)
 
-    def resolve(self, recorded: dict[str, Any], judge: Any) -> dict[str, Any]:
-        final = {check: decisions.resolve(recorded[check], judge) for check in CHECKS if check in recorded}
-        if "task_score" in recorded:
-            final["task_score"] = decisions.resolve_task(recorded["task_score"], judge)
-        return final
+    def resolve(self, recorded: Decisions, judge: Any) -> Decisions:
+        final: dict[str, Any] = {}
+        for check in CHECKS:
+            d = recorded.check(check)
+            if d is not None:
+                final[check] = decisions.resolve(d, judge)
+        if recorded.task_score is not None:
+            final["task_score"] = decisions.resolve_task(recorded.task_score, judge)
+        return Decisions(**final)
 
     def make_attacker(self, endpoint: Any, transport: Any = None) -> attacker.Attacker:
         return attacker.make_attacker(endpoint, transport)

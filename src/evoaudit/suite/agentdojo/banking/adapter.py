@@ -89,7 +89,7 @@ class BankingSuite(BankingEnvironments):
 
     # --- the simulator's oracle (interface.SimOracle) -------------------------------------------------------
     def goal_plans(self, instance: Instance, attacks: Sequence[str]) -> dict[str, tuple[Call, ...]]:
-        pre = banking.build_environment(instance.environment_template)
+        pre = banking.build_environment(instance.environment("agentdojo-yaml"))
         return {
             g: tuple(
                 Call(function=c.function, args=dict(c.args))

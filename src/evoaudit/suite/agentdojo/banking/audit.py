@@ -9,14 +9,12 @@ only under ``suite.checker_audit.profile: strict``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from evoaudit import atomic
 from evoaudit.config import Config
 from evoaudit.hashing import sha256_file
-from evoaudit.records import Call, Instance
+from evoaudit.records import Call, CheckerAuditSummary, Instance
 from evoaudit.suite.agentdojo.banking import probes
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.checks import check_predicate
@@ -126,28 +124,28 @@ def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         }
         for g in banking.injection_task_ids()
     }
-    summary = {
-        "profile": profile,
+    summary = CheckerAuditSummary(
+        profile=profile,
         # Table 1: the published probe set and applicability rule.
-        "failing": failing,
-        "passing": passing,
-        "defects": all_defects,
+        failing=failing,
+        passing=passing,
+        defects=all_defects,
         # Beyond the published audit (strict probe set); acted on only under the strict profile.
-        "extension": extension,
-        "extension_csv": extension_csv.name,
-        "strict_passing": strict_passing,
-        "excluded": dict(EXCLUDED),
-        "goal_checkers": goal_findings,
-        "goal_checker_probes": goal_csv.name,
-    }
+        extension=extension,
+        extension_csv=extension_csv.name,
+        strict_passing=strict_passing,
+        excluded=dict(EXCLUDED),
+        goal_checkers=goal_findings,
+        goal_checker_probes=goal_csv.name,
+    )
     summary_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
+    summary.write(summary_path)
+    return summary.model_dump(mode="json")
 
 
 def variant_probe_rows(inst: Instance, profile: str = "published") -> list[dict[str, Any]]:
     """The predicate of one variant against the probes of its own task (the profile's probe set)."""
-    pre = banking.build_environment(inst.environment_template)
+    pre = banking.build_environment(inst.environment("agentdojo-yaml"))
     fam = family(inst.family)
     amounts = fam.variant(int(inst.variant[1:])).answer_amounts
 
@@ -189,22 +187,22 @@ def _correction(predicate: dict[str, Any]) -> str:
 
 def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Path) -> dict:
     """Write the instance table and the suite spec that records its hash (read by hash downstream)."""
-    summary = json.loads(audit_summary.read_text())
+    summary = CheckerAuditSummary.read(audit_summary)
     profile = cfg.suite.checker_audit.profile
-    if summary.get("profile") != profile:
+    if summary.profile != profile:
         raise SuiteSpecError(
-            f"{audit_summary}: written under checker-audit profile {summary.get('profile')!r}, the config "
+            f"{audit_summary}: written under checker-audit profile {summary.profile!r}, the config "
             f"says suite.checker_audit.profile: {profile}; rerun the checker audit"
         )
     kept = [f.family for f in FAMILIES]
-    unresolved = sorted(set(summary["failing"]) - set(kept) - set(EXCLUDED))
+    unresolved = sorted(set(summary.failing) - set(kept) - set(EXCLUDED))
     if unresolved:
         raise SuiteSpecError(
             f"{audit_summary}: failing official predicates {unresolved} have neither a family with a "
             "corrected predicate (suite/agentdojo/banking/families.py) nor an exclusion with a reason"
         )
     if profile == "published":
-        found = set(summary["failing"]) - set(EXCLUDED)
+        found = set(summary.failing) - set(EXCLUDED)
         if found != set(REPAIRED):
             raise SuiteSpecError(
                 f"{audit_summary}: the published audit finds {sorted(found)} failing (excluded aside) but "
@@ -223,8 +221,8 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
             "suite/agentdojo/banking/families.py before any model call"
         )
     tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
-    defects = summary.get("defects", {})
-    extension = summary.get("extension", {})
+    defects = summary.defects
+    extension = summary.extension or {}
     v0 = {i.family: i.predicate for i in instances if i.variant == "v0"}
     # The families the spec describes: those with instances (suite.families may select a few).
     kept = [f for f in kept if f in v0]
@@ -232,7 +230,7 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
         # Families whose instances keep the official predicate's logic (the Table 9 subset).
         unchanged = [f for f in kept if v0[f].get("basis") == "official"]
     else:
-        unchanged = [f for f in kept if f in summary["strict_passing"]]
+        unchanged = [f for f in kept if f in (summary.strict_passing or [])]
     strict_defects = {f: [*defects.get(f, []), *extension.get(f, [])] for f in kept}
     spec = {
         "suite": banking.SUITE_NAME,
@@ -257,7 +255,7 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
             }
             for f in kept
         },
-        "goal_checkers": summary.get("goal_checkers", {}),
-        "goal_checker_probes": summary.get("goal_checker_probes"),
+        "goal_checkers": summary.goal_checkers or {},
+        "goal_checker_probes": summary.goal_checker_probes,
     }
     return write_spec(spec_path, spec, instances)

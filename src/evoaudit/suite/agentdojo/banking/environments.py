@@ -43,7 +43,7 @@ class BankingEnvironments:
 
     def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
         # The goal is already in the injected text: Banking places the same text in every reached vector.
-        return banking.build_environment(instance.environment_template, injections)
+        return banking.build_environment(instance.environment("agentdojo-yaml"), injections)
 
     def open_tools(self, env: Any, cfg: Any) -> BankingToolSession:
         return BankingToolSession(env)

@@ -1,8 +1,9 @@
 """AgentDojo's own runner and evoaudit's ``agentdojo`` profile on the same endpoint, one (user task,
 injection task) pair at a time, with every chat request body either side sends logged by a loopback proxy.
 
-Used by ``tests/test_agentdojo_profile.py`` (a scripted server) and ``tests/test_agentdojo_parity.py``
-(llama-server); by hand, ``python tests/agentdojo_parity_kit.py BASE_URL [PAIR ...] [--bodies FILE]`` prints
+Used by ``tests/suite/agentdojo/test_agentdojo_profile.py`` (a scripted server) and
+``tests/suite/agentdojo/test_agentdojo_parity.py`` (llama-server);
+by hand, ``python tests/agentdojo_parity_kit.py BASE_URL [PAIR ...] [--bodies FILE]`` prints
 both sides' verdicts and request-body differences per pair (and writes every body and answer to FILE).
 """
 
@@ -422,7 +423,8 @@ def compare_pair(
 if __name__ == "__main__":
     # python tests/agentdojo_parity_kit.py BASE_URL [user_task_N:injection_task_M ...] [--bodies FILE]
     # (PARITY_MAX_STEPS: model turns, default 3). Without a slot snapshot: for a server that is not
-    # llama-server started with --slot-save-path; see tests/test_agentdojo_parity.py for why it matters.
+    # llama-server started with --slot-save-path; see tests/suite/agentdojo/test_agentdojo_parity.py for why
+    # it matters.
     args = sys.argv[1:]
     bodies_file = None
     if "--bodies" in args:

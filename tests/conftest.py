@@ -36,7 +36,7 @@ def write_config(dest: Path, overrides: dict | None = None) -> None:
     (dest / "config").mkdir(exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # The APEX-Harm half of the default target stays off in copies unless a test configures it: Banking
-    # workflow tests keep their time budget; tests/test_apex_workflow.py runs the APEX half.
+    # workflow tests keep their time budget; tests/workflow/test_apex_workflow.py runs the APEX half.
     base["apex"] = {**(base.get("apex") or {}), "enabled": False}
     base.update(overrides or {})
     (dest / "config" / "config.yaml").write_text(yaml.safe_dump(base, sort_keys=False))

@@ -3,9 +3,10 @@
 The pydantic models below are the one definition of the configuration: every key, kind of value, allowed
 value, default and (the docstring under each field) description. The JSON schema ``config.schema.yaml``
 (linked from ``workflow/schemas/``) is generated from them by ``python -m evoaudit.config_schema``
-(tests/test_config_schema_models.py fails when the checked-in file differs); ``validate`` applies it and
-fills its defaults, then the semantic checks below run, and the models give typed access. ``stage_config``
-is the one answer to which configuration a stage depends on (rerun triggers, resume keys, provenance).
+(tests/package/test_config_schema_models.py fails when the checked-in file differs); ``validate``
+applies it and fills its defaults, then the semantic checks below run, and the models give typed access.
+``stage_config`` is the one answer to which configuration a stage depends on (rerun triggers, resume keys,
+provenance).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ rule instances:
         # Learning variants only (acquisition, validation): what every rule before unseal reads.
         table=f"{RESULTS}/suite/instances.parquet",
         # The sealed endpoint variants (suite.stage.endpoint_table_path), committed by sha256 in the
-        # spec; only rules after unseal take it as input (tests/test_seal_dag.py).
+        # spec; only rules after unseal take it as input (tests/workflow/test_seal_dag.py).
         endpoint=f"{RESULTS}/suite/endpoint.parquet",
         spec=f"{RESULTS}/suite/suite_spec.json",
         # Written beside the spec by the same command (suite.stage.variant_csv_path).

@@ -12,7 +12,7 @@ end states never match, so the job is taken to be still running and the run hang
 :func:`install` wraps the plugin's status query so that these states reach it as ``CANCELLED`` (a
 failure it knows), and logs the state SLURM gave, with the job id, so that Snakemake's ``retries`` and
 ``--keep-going`` apply. The Snakefile calls it; nothing else changes. The wrapper only rewrites states the
-plugin does not handle, so it is harmless once upstream handles them; ``tests/test_ops_slurm_states.py``
+plugin does not handle, so it is harmless once upstream handles them; ``tests/ops/test_ops_slurm_states.py``
 reads the installed plugin and fails when its matching changes, which is the cue to drop this module.
 """
 

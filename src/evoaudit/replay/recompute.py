@@ -5,7 +5,7 @@ exposure and harm modules: a bug there must not be able to hide itself here. It 
 through its environment half (``suite.environments``: build, run a call, read the state; AgentDojo's own
 environment and runtime for Banking), and judges with its own comparisons and its own reading of the
 frozen predicates (``replay/predicates.py``, AgentDojo's official checkers for the official ones). The
-import-linter contract in pyproject.toml and ``tests/test_replay_contract.py`` enforce the import rule.
+import-linter contract in pyproject.toml and ``tests/replay/test_replay_contract.py`` enforce the import rule.
 The predicates here are Banking's; APEX-Harm rollouts are replayed by ``replay/apex.py``.
 """
 

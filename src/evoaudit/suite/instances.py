@@ -81,5 +81,5 @@ def read_instance_table(path: str | Path) -> list[Instance]:
 
 def read_endpoint_table(path: str | Path) -> list[Instance]:
     """The sealed endpoint file's instances. Only ``seal.guard`` calls this, after its checks
-    (``tests/test_seal_one_door.py`` pins that)."""
+    (``tests/seal/test_seal_one_door.py`` pins that)."""
     return _read_records(path)[0]

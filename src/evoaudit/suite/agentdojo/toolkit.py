@@ -22,7 +22,8 @@ _C_SAFE_DUMPER = getattr(yaml, "CSafeDumper", None)
 def _dump(data: Any) -> str:
     # libyaml's emitter gives the same text as PyYAML's pure-Python one (AgentDojo's default) several times
     # faster, except that it wraps long double-quoted scalars differently: output with any double quote
-    # is therefore made by the pure-Python emitter. tests/test_suite_yaml_speed.py pins the equality. The
+    # is therefore made by the pure-Python emitter (tests/suite/agentdojo/test_suite_yaml_speed.py pins the
+    # equality). The
     # C representer also refuses str subclasses (Workspace's event status, a StrEnum) that the pure-Python
     # one writes as plain strings: those results go to the pure-Python one too.
     if _C_SAFE_DUMPER is not None:

@@ -330,7 +330,8 @@ def sentence(r: random.Random, ctx: Context) -> str:
 # do one thing before another. Every one stays inert for a reader that acts on instructions
 # (``models/sim/apex_text``: an action verb with a target, or "see <file>"): a command is something someone
 # ran or that gives a figure, never something to run; an address is who to ask, never where to send; a path
-# is where something lives, never what to read or where to write. ``tests/test_apex_prose.py`` pins it.
+# is where something lives, never what to read or where to write.
+# ``tests/suite/apex/test_apex_worldtext.py`` pins it.
 def _path(r: random.Random, ctx: Context, w: str) -> str:
     return f"`{r.choice(ctx.paths)}`" if ctx.paths else w
 

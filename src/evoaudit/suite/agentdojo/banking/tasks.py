@@ -23,7 +23,8 @@ from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
 from evoaudit.suite.agentdojo import toolkit
 
 # libyaml's safe loader when PyYAML was built with it: the same data, several times faster than the
-# pure-Python loader, which dominated an episode's CPU time (tests/test_suite_yaml_speed.py pins equality).
+# pure-Python loader, which dominated an episode's CPU time
+# (tests/suite/agentdojo/test_suite_yaml_speed.py pins equality).
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SUITE_NAME = "banking"

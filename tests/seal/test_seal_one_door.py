@@ -23,7 +23,7 @@ from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.instances import SealedTableError, read_instance_table, write_instances
 from evoaudit.suite.stage import endpoint_table_path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "evoaudit"
+SRC = Path(__file__).resolve().parents[2] / "src" / "evoaudit"
 
 
 def _sealed_tables(tmp_path: Path) -> tuple[Path, Path, Path]:

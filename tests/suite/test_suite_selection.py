@@ -17,7 +17,7 @@ from evoaudit.suite.interface import select_ids
 from evoaudit.suite.registry import check_selection, get_suite
 from evoaudit.suite.split import assign_split
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(raw: dict, source: str = "mine.yaml") -> config_mod.Config:

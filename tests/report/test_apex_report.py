@@ -495,7 +495,7 @@ def test_cost_table_gives_time_and_tokens_per_model_and_arm():
 def test_every_table_and_figure_has_its_caption_and_the_ratio_figure_is_drawn(tmp_path):
     from pathlib import Path
 
-    captions = Path(__file__).resolve().parents[1] / "workflow" / "report"
+    captions = Path(__file__).resolve().parents[2] / "workflow" / "report"
     for name in apex_report.TABLES:
         assert (captions / f"{name}.rst").exists(), name  # the apex_report rule reads one per table
     for name in apex_report.FIGURES:

@@ -165,7 +165,7 @@ def test_cancelled_and_timed_out_jobs_end_the_run_and_a_rerun_restores_the_table
     root = slurm_audit.root
     # Evaluation jobs are now submitted and call a served simulator slowed to ~1 s per request (concurrency
     # 1), so that they are still running when they are cancelled or their limit is cut. Over HTTP the
-    # simulator gives the in-process tables (tests/test_executor_serve_sim_workflow.py).
+    # simulator gives the in-process tables (tests/workflow/test_executor_serve_sim_workflow.py).
     server, base_url = _serve_sim(root, LATENCY_MS)
     port = int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
     cfg_path = root / "config" / "config.yaml"

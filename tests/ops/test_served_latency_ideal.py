@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "served_latency.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "served_latency.py"
 
 
 @pytest.fixture(scope="module")

@@ -157,7 +157,7 @@ def test_a_refused_base_url_does_not_echo_its_credentials():
 def test_the_shipped_config_and_every_example_load():
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "config"
+    root = Path(__file__).resolve().parents[2] / "config"
     paths = [root / "config.yaml", *sorted((root / "examples").glob("*.yaml"))]
     assert len(paths) > 1
     for path in paths:

@@ -39,7 +39,7 @@ from evoaudit.ops import compat
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.suite.registry import get_suite
 
-TEMPLATE = Path(__file__).parent / "data" / "chatml-json-calls.jinja"
+TEMPLATE = Path(__file__).resolve().parents[2] / "data" / "chatml-json-calls.jinja"
 MAX_STEPS = 3  # model turns; AgentDojo's tool loop gets max_steps - 1 iterations
 PAIRS = {
     "gguf-template": [

@@ -22,7 +22,7 @@ from evoaudit.report.stats import FamilyBootstrap
 from evoaudit.suite.apex import ablation
 from evoaudit.suite.registry import get_suite
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "config" / "examples").glob("apex-ablation-*.yaml"))
 
 

@@ -21,7 +21,7 @@ from evoaudit.suite.environments import get_environment
 from evoaudit.suite.interface import AuditSuite, SimOracle, SuiteEnvironment, ToolSession
 from evoaudit.suite.registry import SUITES, get_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(evoaudit.__file__).parent
 
 # The members other code is written against (attributes and methods of interface.AuditSuite).

@@ -4,7 +4,7 @@ Against a scripted loopback server (AgentDojo's ground-truth agent with native t
 benchmark function and evoaudit's static condition send byte-equal request bodies (as JSON values) turn by
 turn and get the same per-pair utility and security. The default profile is what it was: the key is left
 out of every dump, so config hashes and resume keys do not move. The same comparison against a real model
-is ``tests/test_agentdojo_parity.py`` (slow).
+is ``tests/suite/agentdojo/test_agentdojo_parity.py`` (slow).
 """
 
 from __future__ import annotations

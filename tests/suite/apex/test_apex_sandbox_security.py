@@ -20,7 +20,7 @@ from evoaudit.suite.apex import tools
 from evoaudit.suite.apex.isolation import sandbox_works
 from evoaudit.suite.apex.workspace import Workspace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 bwrap_only = pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
 
 

@@ -239,7 +239,7 @@ def test_every_documented_snakemake_command_succeeds_as_a_dry_run(tmp_path):
     problems = []
     for where, argv in _dry_runs():
         if "workflow/profiles/slurm" in argv and not slurm:
-            continue  # needs pip install -e '.[slurm]'; tests/test_ops_slurm.py runs that profile
+            continue  # needs pip install -e '.[slurm]'; tests/ops/test_ops_slurm.py runs that profile
         proc = snakemake(work, "-n", *argv[1:], check=False)
         if proc.returncode != 0:
             problems.append(f"{where}\n    {(proc.stdout + proc.stderr)[-1500:]}")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoaudit import config as config_mod
 from evoaudit import config_schema
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_checked_in_schema_is_what_the_models_generate():

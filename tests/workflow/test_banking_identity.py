@@ -16,7 +16,7 @@ from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
 
-GOLDEN = Path(__file__).parent / "data" / "banking_reduced_tables.sha256"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "banking_reduced_tables.sha256"
 
 REDUCED = {
     "lineages": ["L1"],

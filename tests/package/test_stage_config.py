@@ -13,7 +13,7 @@ from evoaudit import config as config_mod
 from evoaudit.config import STAGES, stage_config, stage_digest
 from evoaudit.provenance import config_sha256
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _with(changes: dict[str, object]) -> config_mod.Config:

@@ -19,7 +19,7 @@ import pytest
 
 from evoaudit.suite.registry import CHECKER_AUDITS, SUITES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUITE_NAMES = frozenset(SUITES) | frozenset(CHECKER_AUDITS)
 _COMPARE_OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
 _COMPARE_TOKENS = {"==", "!=", "in", "is"}

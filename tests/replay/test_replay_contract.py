@@ -72,7 +72,7 @@ def test_import_linter_contracts_hold_and_name_the_replay_boundary():
     import shutil
     import tomllib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     forbidden = [c for c in contracts if c["type"] == "forbidden"]
     replay = next(c for c in forbidden if c["source_modules"] == ["evoaudit.replay"])

@@ -73,6 +73,9 @@ def test_an_ablation_merges_its_changes_into_the_attack_switches():
             "reference_model: 'gpt' is not in apex.models",
         ),
         ([{"name": "X y", "attacks": {}}], "apex.ablations.0.name"),
+        ([{"name": "x", "attacks": {}}], "apex.ablations[0] (x): changes nothing"),
+        ([{"name": "x", "orchestrator": {"episode_timer_s": 0}}], "apex.ablations.0.orchestrator"),
+        ([{"name": "x", "orchestrator": {"step_limit": 3}}], "apex.ablations.0.orchestrator"),
     ],
 )
 def test_bad_ablations_name_the_field(ablations, message):
@@ -192,6 +195,15 @@ def test_an_ablation_config_plans_its_arms_on_the_same_worlds(tmp_path, example)
     jobs = _jobs(out)
     cats = len(apex["categories"])
     assert jobs["apex_worlds"] == 1  # one set of frozen worlds for every arm
+    if all(not a.get("attacks") for a in apex["ablations"]):
+        # Orchestrator arms: the main attack set, attacked and benign episodes under the arm's settings.
+        assert jobs["apex_attacks"] == 1 and jobs["apex_ablation_table"] == n
+        assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1 + n
+        assert jobs["apex_replay"] == (1 + cats) * (1 + n) and jobs["apex_judge"] == 1 + n
+        assert "results/suite/apex/ablations/" not in out
+        for a in apex["ablations"]:
+            assert f"results/apex/ablations/{a['name']}/runs/sim/benign/shard0.jsonl" in out
+        return
     assert jobs["apex_attacks"] == 1 + n and jobs["apex_ablation_table"] == n
     assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1
     # Replay: the main run's benign and attacked shards, and each ablated arm's attacked shards.

@@ -629,6 +629,26 @@ def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:
             raise ConfigError(
                 f"{source}: {where}.reference_model: {a['reference_model']!r} is not in apex.models {ids}"
             )
+        if not a["attacks"] and not a.get("orchestrator"):
+            raise ConfigError(
+                f"{source}: {where}: changes nothing; set the suite.apex.attacks keys that differ under "
+                "'attacks' or the orchestrator settings under 'orchestrator'"
+            )
+
+
+def apex_arm_config(cfg: Config, ablation: str | None) -> Config:
+    """The configuration an APEX arm's episodes run under: the main run's (``ablation`` None), or with the
+    ablation's orchestrator settings (``apex.ablations[].orchestrator``) in place of ``apex``'s."""
+    if ablation is None:
+        return cfg
+    found = [a for a in cfg.apex.ablations if a.name == ablation]
+    if not found:
+        raise ConfigError(
+            f"apex.ablations: no ablation named {ablation!r} (have {[a.name for a in cfg.apex.ablations]})"
+        )
+    if not found[0].orchestrator:
+        return cfg
+    return cfg.model_copy(update={"apex": cfg.apex.model_copy(update=found[0].orchestrator)})
 
 
 def apex_model_config(cfg: Config, model_id: str) -> Config:
@@ -979,6 +999,15 @@ class ApexAblationConfig(_Model):
     attacks: dict[str, Any]
     categories: tuple[str, ...]
     reference_model: str
+    orchestrator: dict[str, Any] = {}
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # No orchestrator change is left out of every dump: attack-side arms hash as before the key existed.
+        data = handler(self)
+        if not data.get("orchestrator"):
+            data.pop("orchestrator", None)
+        return data
 
 
 class ApexAuditConfig(_Model):
@@ -1120,18 +1149,23 @@ _BANKING_SECTIONS: dict[str, tuple[str, ...]] = {
     "report": ("seed", "conditions", "lineages", "evaluation", "report", "transfer", "qualitative"),
 }
 
+
 def _episode(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
     executor = {k: v for k, v in dumped["executor"].items() if k not in OPERATIONAL_FIELDS}
     return {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
 
 
-def _apex_runs(cfg: Config, dumped: dict[str, Any], model: str | None = None, **_: Any) -> dict[str, Any]:
+def _apex_runs(
+    cfg: Config, dumped: dict[str, Any], model: str | None = None, ablation: str | None = None, **_: Any
+) -> dict[str, Any]:
     # A model's runs depend only on its own entry and on what shapes an episode: adding a model or a
     # category, or changing the judge or the report's failure policy, reruns none of them.
-    apex = cfg.apex.model_dump(mode="json")
+    apex = apex_arm_config(cfg, ablation).apex.model_dump(mode="json")
     if model is not None:
-        keep = ("repeats", "step_limit", "system_prompt", "shards")
-        apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
+        # The timer is absent from the dump when unset, so untimed runs hash as before it existed.
+        keep = ("repeats", "step_limit", "system_prompt", "shards", "episode_timer_s")
+        own = [m for m in apex["models"] if m["id"] == model]
+        apex = {k: apex[k] for k in keep if k in apex} | {"model": own}
     return {
         "seed": cfg.seed,
         "apex": apex,
@@ -1204,9 +1238,7 @@ def stage_config(
     return public_config(body)
 
 
-def stage_digest(
-    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
-) -> str:
+def stage_digest(cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None) -> str:
     """sha256 of ``stage_config`` (canonical JSON): a rule's rerun trigger (its first 16 hex digits) and
     the configuration part of an episode's resume key."""
     return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation))

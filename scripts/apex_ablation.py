@@ -40,9 +40,14 @@ with job_log(snakemake.log[0]):
     boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
     if spec.orchestrator:
         # Wall times live beside each shard (its timing file), outside the hashed records.
-        shards = [*snakemake.input.base, *snakemake.input.ablated]
-        shards += [*snakemake.input.base_benign, *snakemake.input.ablated_benign]
-        wall_s = {rid: t["wall_s"] for p in shards for rid, t in read_timing(p).items() if "wall_s" in t}
+        # Both arms hold the same rollout ids: one lookup per arm.
+        wall_s = {
+            arm: {rid: t["wall_s"] for p in shards for rid, t in read_timing(p).items() if "wall_s" in t}
+            for arm, shards in (
+                ("base", [*snakemake.input.base, *snakemake.input.base_benign]),
+                ("ablated", [*snakemake.input.ablated, *snakemake.input.ablated_benign]),
+            )
+        }
         settings = {
             "base": {k: getattr(cfg.apex, k) for k in spec.orchestrator},
             "ablated": dict(spec.orchestrator),

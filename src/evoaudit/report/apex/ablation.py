@@ -161,19 +161,20 @@ def orchestrator_table(
     base: tuple[list[Rollout], list[Rollout]],
     ablated: tuple[list[Rollout], list[Rollout]],
     settings: dict[str, dict[str, Any]],
-    wall_s: dict[str, float],
+    wall_s: dict[str, dict[str, float]],
     boot: FamilyBootstrap,
 ) -> pd.DataFrame:
     """An orchestrator ablation (``apex.ablations[].orchestrator``): per model, the base and ablated arms'
     ASR, task score and mean episode time, and their paired difference. ``base`` and ``ablated`` are each
-    (benign, attacked) rollouts; ``settings`` the orchestrator settings per arm (``base``, ``ablated``)."""
+    (benign, attacked) rollouts; ``settings`` the orchestrator settings and ``wall_s`` the seconds per
+    rollout id, per arm (``base``, ``ablated``): both arms hold the same rollout ids."""
     by_model: dict[str, dict[str, list[Rollout]]] = defaultdict(lambda: defaultdict(list))
     for arm, (benign, attacked) in (("base", base), ("ablated", ablated)):
         for r in benign:
             by_model[r.condition][f"{arm}_benign"].append(r)
         for r in attacked:
             by_model[r.condition][f"{arm}_attacked"].append(r)
-    timed = mean_wall_s(wall_s)
+    timed = {arm: mean_wall_s(wall_s[arm]) for arm in ARMS}
     rows: list[dict[str, Any]] = []
     for model in sorted(by_model):
         g = by_model[model]
@@ -183,8 +184,8 @@ def orchestrator_table(
             b, a = benign[arm], attacked[arm]
             row: dict[str, Any] = {"model": model, "arm": arm, **settings[arm]}
             row |= {"n_attacked": len(a), "n_success": sum(bool(r.outcome.attack_success) for r in a)}
-            row |= {"n_benign": len(b), "n_timed": int(timed(a + b).den)}
-            for name, metric, part in _orchestrator_metrics(timed):
+            row |= {"n_benign": len(b), "n_timed": int(timed[arm](a + b).den)}
+            for name, metric, part in _orchestrator_metrics(timed[arm]):
                 rs = _part(part, b, a)
                 lo, hi = boot.interval(rs, metric) if rs else (math.nan, math.nan)
                 row |= {name: _value(metric, rs), f"{name}_lo": lo, f"{name}_hi": hi}
@@ -192,13 +193,18 @@ def orchestrator_table(
             rows.append(row)
         delta: dict[str, Any] = {"model": model, "arm": "delta"}
         delta |= {"n_attacked": len(attacked["base"]), "n_benign": len(benign["base"])}
-        for name, metric, part in _orchestrator_metrics(timed):
+        pairs = zip(*(_orchestrator_metrics(timed[arm]) for arm in ARMS), strict=True)
+        for (name, m_base, part), (_, m_ablated, _) in pairs:
             rs = {arm: _part(part, benign[arm], attacked[arm]) for arm in ARMS}
             if rs["base"] and rs["ablated"]:
-                value = metric(rs["ablated"]).value - metric(rs["base"]).value
-                lo, hi = boot.delta_interval(rs["ablated"], rs["base"], metric)
+                value = m_ablated(rs["ablated"]).value - m_base(rs["base"]).value
+                lo, hi = boot.delta_interval(rs["ablated"], rs["base"], m_ablated, m_base)
             else:
                 value, lo, hi = math.nan, math.nan, math.nan
             delta |= {name: value, f"{name}_lo": lo, f"{name}_hi": hi}
         rows.append(delta)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # Counts stay integers beside the delta rows' empty cells.
+    for col in ("n_success", "n_timed", "n_timer_hit"):
+        frame[col] = frame[col].astype("Int64")
+    return frame

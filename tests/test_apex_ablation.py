@@ -3,6 +3,7 @@ built in code, the ablation configs' DAGs (dry runs) and one small end-to-end ab
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -157,6 +158,60 @@ def test_a_group_missing_from_one_arm_has_no_delta():
     )  # fmt: skip
     c1 = t[t.category == "c1"].iloc[0]
     assert c1.n_attacked_ablated == 0 and math.isnan(c1.asr_ablated) and math.isnan(c1.asr_delta_lo)
+
+
+def _timed(r, hit: bool = False):
+    return r.model_copy(update={"outcome": r.outcome.model_copy(update={"timer_hit": hit})})
+
+
+def test_the_timer_table_sets_both_arms_side_by_side_paired_on_the_same_rollouts():
+    base_att = [
+        _rollout("m", "t1", "c2.t1.0", success=True, score=1.0),
+        _rollout("m", "t2", "c2.t2.0", success=True, score=0.5),
+        _rollout("m", "t2", "c2.t2.1", success=True),  # not run in the timed arm: left out of both
+    ]
+    base_ben = [_rollout("m", "t1", score=1.0), _rollout("m", "t2", score=1.0)]
+    timed_att = [
+        _timed(_rollout("m", "t1", "c2.t1.0", success=True, score=0.5)),
+        _timed(_rollout("m", "t2", "c2.t2.0", score=0.0), hit=True),
+    ]
+    timed_ben = [_rollout("m", "t1", score=1.0), _timed(_rollout("m", "t2", score=0.0), hit=True)]
+    # The same rollout ids in both arms, with their own times.
+    wall = {
+        "base": {r.rollout_id: 10.0 for r in base_att + base_ben},
+        "ablated": {r.rollout_id: 4.0 for r in timed_att} | {base_ben[0].rollout_id: 2.0},
+    }
+    settings = {"base": {"episode_timer_s": None}, "ablated": {"episode_timer_s": 5.0}}
+    t = apex_ablation.orchestrator_table(
+        (base_ben, base_att), (timed_ben, timed_att), settings, wall, _boot(["t1", "t2"])
+    ).set_index("arm")
+    assert list(t.index) == ["base", "ablated", "delta"]
+    assert list(t.n_attacked) == [2, 2, 2] and list(t.n_benign) == [2, 2, 2]
+    assert (t.loc["base", "n_success"], t.loc["ablated", "n_success"]) == (2, 1)
+    assert (t.loc["base", "asr"], t.loc["ablated", "asr"], t.loc["delta", "asr"]) == (1.0, 0.5, -0.5)
+    assert (t.loc["base", "task_score"], t.loc["ablated", "task_score"]) == (1.0, 0.5)
+    assert (t.loc["base", "task_score_attacked"], t.loc["ablated", "task_score_attacked"]) == (0.75, 0.25)
+    # Mean time over the episodes with a recorded time in each arm's own timing files.
+    assert (t.loc["base", "n_timed"], t.loc["ablated", "n_timed"]) == (4, 3)
+    assert (t.loc["base", "wall_s_mean"], t.loc["ablated", "wall_s_mean"]) == (10.0, 10.0 / 3)
+    assert t.loc["delta", "wall_s_mean"] == 10.0 / 3 - 10.0
+    assert t.loc["delta", "asr_lo"] <= -0.5 <= t.loc["delta", "asr_hi"]
+    assert (t.loc["base", "n_timer_hit"], t.loc["ablated", "n_timer_hit"]) == (0, 2)
+    assert math.isnan(t.loc["base", "episode_timer_s"]) and t.loc["ablated", "episode_timer_s"] == 5.0
+
+
+def test_the_timer_page_names_the_setting_the_denominators_and_the_notice(tmp_path):
+    rs = [_rollout("m", "t1", "c2.t1.0")], [_rollout("m", "t1")]
+    wall = {"base": {}, "ablated": {}}
+    settings = {"base": {"episode_timer_s": None}, "ablated": {"episode_timer_s": 5.0}}
+    frame = apex_ablation.orchestrator_table((rs[1], rs[0]), (rs[1], rs[0]), settings, wall, _boot(["t1"]))
+    out = tmp_path / "episode-timer.csv"
+    timer = {"episode_timer_s": 5.0}
+    apex_ablation.write_table("episode-timer", {}, frame, out, "SIMULATOR NOTICE", {}, timer)
+    page = html.unescape(out.with_suffix(".html").read_text())
+    assert '{"episode_timer_s": 5.0}' in page and "n_success of n_attacked" in page
+    assert "over n_benign" in page
+    assert "SIMULATOR NOTICE" in page and set(pd.read_csv(out).simulator_notice) == {"SIMULATOR NOTICE"}
 
 
 def test_the_written_table_has_csv_parquet_and_an_html_section(tmp_path):

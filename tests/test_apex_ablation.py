@@ -84,6 +84,20 @@ def test_bad_ablations_name_the_field(ablations, message):
         config_mod.from_dict({"apex": {"categories": ["c1", "c2"], "ablations": ablations}}, "test")
 
 
+def test_an_orchestrator_arm_runs_under_its_timer_and_reruns_when_it_changes():
+    arm = {"name": "t", "orchestrator": {"episode_timer_s": 2.5}}
+    cfg = config_mod.from_dict({"apex": {"ablations": [arm]}}, "t")
+    assert config_mod.apex_arm_config(cfg, "t").apex.episode_timer_s == 2.5
+    assert config_mod.apex_arm_config(cfg, None).apex.episode_timer_s is None
+    assert not ablation.own_attack_set(cfg, "t") and ablation.runs_benign(cfg, "t")
+    main = config_mod.stage_digest(cfg, "apex", model="sim")
+    assert config_mod.stage_digest(cfg, "apex", model="sim", ablation="t") != main
+    # The main run's own timer reruns a model's episodes too; no timer hashes as before the key existed.
+    timed = config_mod.from_dict({"apex": {"episode_timer_s": 2.5}}, "t")
+    assert config_mod.stage_digest(timed, "apex", model="sim") != main
+    assert config_mod.stage_digest(config_mod.from_dict({}, "t"), "apex", model="sim") == main
+
+
 def test_a_bad_switch_value_names_the_ablation():
     cfg = config_mod.from_dict({"apex": {"ablations": [{"name": "p", "attacks": {"placement": "top"}}]}}, "t")
     with pytest.raises(config_mod.ConfigError, match=re.escape("apex.ablations (p).attacks")):

@@ -20,4 +20,5 @@ with job_log(snakemake.log[0]):
         attacks_path=Path(snakemake.input.attacks),
         out=Path(snakemake.output.rollouts),
         defense=getattr(snakemake.params, "defense", None),  # the *_defended rules only
+        ablation=getattr(snakemake.params, "ablation", None),  # an ablated arm's runs only
     )

@@ -673,6 +673,39 @@ def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:
             raise ConfigError(
                 f"{source}: {where}.reference_model: {a['reference_model']!r} is not in apex.models {ids}"
             )
+        orch = a.get("orchestrator") or {}
+        for key, value in orch.items():
+            if key != "episode_timer_s":
+                raise ConfigError(
+                    f"{source}: {where}.orchestrator.{key}: not an orchestrator setting; the one that can "
+                    "differ in an arm is episode_timer_s"
+                )
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and (not number or value <= 0):
+                raise ConfigError(
+                    f"{source}: {where}.orchestrator.episode_timer_s: {value!r} is not a number of seconds "
+                    "above 0; give one, or null for no timer in this arm"
+                )
+        if not a["attacks"] and not orch:
+            raise ConfigError(
+                f"{source}: {where}: changes nothing; set the suite.apex.attacks keys that differ under "
+                "'attacks' or the orchestrator settings under 'orchestrator'"
+            )
+
+
+def apex_arm_config(cfg: Config, ablation: str | None) -> Config:
+    """The configuration an APEX arm's episodes run under: the main run's (``ablation`` None), or with the
+    ablation's orchestrator settings (``apex.ablations[].orchestrator``) in place of ``apex``'s."""
+    if ablation is None:
+        return cfg
+    found = [a for a in cfg.apex.ablations if a.name == ablation]
+    if not found:
+        raise ConfigError(
+            f"apex.ablations: no ablation named {ablation!r} (have {[a.name for a in cfg.apex.ablations]})"
+        )
+    if not found[0].orchestrator:
+        return cfg
+    return cfg.model_copy(update={"apex": cfg.apex.model_copy(update=found[0].orchestrator)})
 
 
 def apex_model_config(cfg: Config, model_id: str) -> Config:
@@ -1379,13 +1412,27 @@ class ApexAblationConfig(_Model):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """the ablation's directory and table name"""
-    attacks: dict[str, Any]
-    """suite.apex.attacks keys that differ in the ablated arm (same keys and values)"""
+    attacks: dict[str, Any] = {}
+    """suite.apex.attacks keys that differ in the ablated arm (same keys and values); empty: the arm runs the
+    main attack set itself, so both arms attack the same instances"""
     categories: Annotated[tuple[Category, ...], _UNIQUE] = ()
     """category selectors compared (each also in apex.categories); empty = apex.categories"""
     reference_model: str = ""
     """existing-file placements: the model whose benign runs choose the file (one the run read); empty = the
     first of apex.models"""
+    orchestrator: dict[str, Any] = {}
+    """orchestrator settings that differ in the ablated arm (the paper's H.1 list; so far episode_timer_s:
+    apex.episode_timer_s in the arm, null there for no timer). An arm that sets any runs its benign episodes
+    too, and its table (Table 24 for the timer) sets both arms' ASR, task score and mean episode time side by
+    side, paired on the same rollouts"""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # No orchestrator change is left out of every dump: attack-side arms hash as before the key existed.
+        data = handler(self)
+        if not data.get("orchestrator"):
+            data.pop("orchestrator", None)
+        return data
 
 
 class ApexAuditConfig(_Model):
@@ -1646,13 +1693,17 @@ def _episode(cfg: Config, dumped: dict[str, Any], **_: Any) -> dict[str, Any]:
     return {k: dumped[k] for k in ("seed", "agent", "suite", "sim")} | {"executor": executor}
 
 
-def _apex_runs(cfg: Config, dumped: dict[str, Any], model: str | None = None, **_: Any) -> dict[str, Any]:
+def _apex_runs(
+    cfg: Config, dumped: dict[str, Any], model: str | None = None, ablation: str | None = None, **_: Any
+) -> dict[str, Any]:
     # A model's runs depend only on its own entry and on what shapes an episode: adding a model or a
     # category, or changing the judge or the report's failure policy, reruns none of them.
-    apex = cfg.apex.model_dump(mode="json")
+    apex = apex_arm_config(cfg, ablation).apex.model_dump(mode="json")
     if model is not None:
-        keep = ("repeats", "step_limit", "system_prompt", "shards")
-        apex = {k: apex[k] for k in keep} | {"model": [m for m in apex["models"] if m["id"] == model]}
+        # The timer is absent from the dump when unset, so untimed runs hash as before it existed.
+        keep = ("repeats", "step_limit", "system_prompt", "shards", "episode_timer_s")
+        own = [m for m in apex["models"] if m["id"] == model]
+        apex = {k: apex[k] for k in keep if k in apex} | {"model": own}
     return {
         "seed": cfg.seed,
         "apex": apex,

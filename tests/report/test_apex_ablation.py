@@ -3,6 +3,7 @@ built in code, the ablation configs' DAGs (dry runs) and one small end-to-end ab
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -75,11 +76,28 @@ def test_an_ablation_merges_its_changes_into_the_attack_switches():
             "reference_model: 'gpt' is not in apex.models",
         ),
         ([{"name": "X y", "attacks": {}}], "apex.ablations.0.name"),
+        ([{"name": "x", "attacks": {}}], "apex.ablations[0] (x): changes nothing"),
+        ([{"name": "x", "orchestrator": {"episode_timer_s": 0}}], "apex.ablations.0.orchestrator"),
+        ([{"name": "x", "orchestrator": {"step_limit": 3}}], "apex.ablations.0.orchestrator"),
     ],
 )
 def test_bad_ablations_name_the_field(ablations, message):
     with pytest.raises(config_mod.ConfigError, match=re.escape(message)):
         config_mod.from_dict({"apex": {"categories": ["c1", "c2"], "ablations": ablations}}, "test")
+
+
+def test_an_orchestrator_arm_runs_under_its_timer_and_reruns_when_it_changes():
+    arm = {"name": "t", "orchestrator": {"episode_timer_s": 2.5}}
+    cfg = config_mod.from_dict({"apex": {"ablations": [arm]}}, "t")
+    assert config_mod.apex_arm_config(cfg, "t").apex.episode_timer_s == 2.5
+    assert config_mod.apex_arm_config(cfg, None).apex.episode_timer_s is None
+    assert not ablation.own_attack_set(cfg, "t") and ablation.runs_benign(cfg, "t")
+    main = config_mod.stage_digest(cfg, "apex", model="sim")
+    assert config_mod.stage_digest(cfg, "apex", model="sim", ablation="t") != main
+    # The main run's own timer reruns a model's episodes too; no timer hashes as before the key existed.
+    timed = config_mod.from_dict({"apex": {"episode_timer_s": 2.5}}, "t")
+    assert config_mod.stage_digest(timed, "apex", model="sim") != main
+    assert config_mod.stage_digest(config_mod.from_dict({}, "t"), "apex", model="sim") == main
 
 
 def test_a_bad_switch_value_names_the_ablation():
@@ -184,6 +202,60 @@ def test_a_group_missing_from_one_arm_has_no_delta():
     assert c1.n_attacked_ablated == 0 and math.isnan(c1.asr_ablated) and math.isnan(c1.asr_delta_lo)
 
 
+def _timed(r, hit: bool = False):
+    return r.model_copy(update={"outcome": r.outcome.model_copy(update={"timer_hit": hit})})
+
+
+def test_the_timer_table_sets_both_arms_side_by_side_paired_on_the_same_rollouts():
+    base_att = [
+        _rollout("m", "t1", "c2.t1.0", success=True, score=1.0),
+        _rollout("m", "t2", "c2.t2.0", success=True, score=0.5),
+        _rollout("m", "t2", "c2.t2.1", success=True),  # not run in the timed arm: left out of both
+    ]
+    base_ben = [_rollout("m", "t1", score=1.0), _rollout("m", "t2", score=1.0)]
+    timed_att = [
+        _timed(_rollout("m", "t1", "c2.t1.0", success=True, score=0.5)),
+        _timed(_rollout("m", "t2", "c2.t2.0", score=0.0), hit=True),
+    ]
+    timed_ben = [_rollout("m", "t1", score=1.0), _timed(_rollout("m", "t2", score=0.0), hit=True)]
+    # The same rollout ids in both arms, with their own times.
+    wall = {
+        "base": {r.rollout_id: 10.0 for r in base_att + base_ben},
+        "ablated": {r.rollout_id: 4.0 for r in timed_att} | {base_ben[0].rollout_id: 2.0},
+    }
+    settings = {"base": {"episode_timer_s": None}, "ablated": {"episode_timer_s": 5.0}}
+    t = apex_ablation.orchestrator_table(
+        (base_ben, base_att), (timed_ben, timed_att), settings, wall, _boot(["t1", "t2"])
+    ).set_index("arm")
+    assert list(t.index) == ["base", "ablated", "delta"]
+    assert list(t.n_attacked) == [2, 2, 2] and list(t.n_benign) == [2, 2, 2]
+    assert (t.loc["base", "n_success"], t.loc["ablated", "n_success"]) == (2, 1)
+    assert (t.loc["base", "asr"], t.loc["ablated", "asr"], t.loc["delta", "asr"]) == (1.0, 0.5, -0.5)
+    assert (t.loc["base", "task_score"], t.loc["ablated", "task_score"]) == (1.0, 0.5)
+    assert (t.loc["base", "task_score_attacked"], t.loc["ablated", "task_score_attacked"]) == (0.75, 0.25)
+    # Mean time over the episodes with a recorded time in each arm's own timing files.
+    assert (t.loc["base", "n_timed"], t.loc["ablated", "n_timed"]) == (4, 3)
+    assert (t.loc["base", "wall_s_mean"], t.loc["ablated", "wall_s_mean"]) == (10.0, 10.0 / 3)
+    assert t.loc["delta", "wall_s_mean"] == 10.0 / 3 - 10.0
+    assert t.loc["delta", "asr_lo"] <= -0.5 <= t.loc["delta", "asr_hi"]
+    assert (t.loc["base", "n_timer_hit"], t.loc["ablated", "n_timer_hit"]) == (0, 2)
+    assert math.isnan(t.loc["base", "episode_timer_s"]) and t.loc["ablated", "episode_timer_s"] == 5.0
+
+
+def test_the_timer_page_names_the_setting_the_denominators_and_the_notice(tmp_path):
+    rs = [_rollout("m", "t1", "c2.t1.0")], [_rollout("m", "t1")]
+    wall = {"base": {}, "ablated": {}}
+    settings = {"base": {"episode_timer_s": None}, "ablated": {"episode_timer_s": 5.0}}
+    frame = apex_ablation.orchestrator_table((rs[1], rs[0]), (rs[1], rs[0]), settings, wall, _boot(["t1"]))
+    out = tmp_path / "episode-timer.csv"
+    timer = {"episode_timer_s": 5.0}
+    apex_ablation.write_table("episode-timer", {}, frame, out, "SIMULATOR NOTICE", {}, timer)
+    page = html.unescape(out.with_suffix(".html").read_text())
+    assert '{"episode_timer_s": 5.0}' in page and "n_success of n_attacked" in page
+    assert "over n_benign" in page
+    assert "SIMULATOR NOTICE" in page and set(pd.read_csv(out).simulator_notice) == {"SIMULATOR NOTICE"}
+
+
 def test_the_written_table_has_csv_parquet_and_an_html_section(tmp_path):
     attacks = _attacks("c2.t1.0")
     frame = apex_ablation.ablation_table(
@@ -220,6 +292,15 @@ def test_an_ablation_config_plans_its_arms_on_the_same_worlds(tmp_path, example)
     jobs = _jobs(out)
     cats = len(apex["categories"])
     assert jobs["apex_worlds"] == 1  # one set of frozen worlds for every arm
+    if all(not a.get("attacks") for a in apex["ablations"]):
+        # Orchestrator arms: the main attack set, attacked and benign episodes under the arm's settings.
+        assert jobs["apex_attacks"] == 1 and jobs["apex_ablation_table"] == n
+        assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1 + n
+        assert jobs["apex_replay"] == (1 + cats) * (1 + n) and jobs["apex_judge"] == 1 + n
+        assert "results/suite/apex/ablations/" not in out
+        for a in apex["ablations"]:
+            assert f"results/apex/ablations/{a['name']}/runs/sim/benign/shard0.jsonl" in out
+        return
     assert jobs["apex_attacks"] == 1 + n and jobs["apex_ablation_table"] == n
     assert jobs["apex_attacked"] == cats * (1 + n) and jobs["apex_benign"] == 1
     # Replay: the main run's benign and attacked shards, and each ablated arm's attacked shards.

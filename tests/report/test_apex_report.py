@@ -286,6 +286,14 @@ def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
     assert "Simulator run" in (tmp_path / "out" / "html" / "index.html").read_text()
     from evoaudit.report.files import NOTICE_COLUMN
 
+    # The agreement table carries its n (labelled rollouts compared) per label set and kind, and says so;
+    # the shipped reference labels name rollouts this fixture does not have: n 0, all of them missing.
+    agree = pd.read_csv(tmp_path / "out" / "tables" / "apex_agreement.csv")
+    ref = agree[agree.labels == apex_report.REFERENCE_LABELS.name]
+    assert list(ref.kind) == ["exposure", "safety"] and list(ref.n) == [0, 0]
+    labels = apex_report.reference_labels()
+    assert list(ref.missing) == [sum(lab.kind == k for lab in labels) for k in ("exposure", "safety")]
+    assert "over n labelled rollouts" in (tmp_path / "out" / "html" / "apex_agreement.html").read_text()
     # Built from simulator numbers, so labelled as a mechanism check like every other table.
     for name in ("apex_vector_ratio", "apex_script", "apex_tool_usage", "apex_cost"):
         notices = set(pd.read_csv(tmp_path / "out" / "tables" / f"{name}.csv")[NOTICE_COLUMN])

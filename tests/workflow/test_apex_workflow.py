@@ -130,14 +130,19 @@ def test_plan_counts_ablated_arms_and_measures_pending_judge_requests(tmp_path):
             "apex": {
                 "models": [{"id": "a"}],
                 "categories": ["c1", "c2"],
-                "ablations": [{"name": "hidden", "attacks": {"hidden_files": True}, "categories": ["c1"]}],
+                "ablations": [
+                    {"name": "hidden", "attacks": {"hidden_files": True}, "categories": ["c1"]},
+                    {"name": "timer", "orchestrator": {"episode_timer_s": 60}},
+                ],
             },
         },
         "test",
     )
     stages = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}
     assert stages["apex:a/hidden"].rollouts == 30 and stages["apex:a"].rollouts == 15 + 60
-    assert stages["apex-judge"].jobs == 2
+    # An orchestrator arm runs the main attack set and its benign episodes again.
+    assert stages["apex:a/timer"].rollouts == 15 + 60
+    assert stages["apex-judge"].jobs == 3
     # Once episodes are recorded, the judge requests they left pending are the estimate.
     shard = tmp_path / "results/apex/runs/a/benign/shard0.jsonl"
     shard.parent.mkdir(parents=True)
@@ -157,7 +162,7 @@ def test_plan_counts_ablated_arms_and_measures_pending_judge_requests(tmp_path):
     records = [{"usage": {"requests": 4}, "outcome": {"decisions": decisions}}, {"usage": {"requests": 4}}]
     shard.write_text("".join(json.dumps(r) + "\n" for r in records))
     measured = {s.stage: s for s in make_plan(cfg, tmp_path / "results").stages}
-    assert measured["apex-judge"].requests == (75 + 30) * 3 / 2
+    assert measured["apex-judge"].requests == (75 + 30 + 75) * 3 / 2
 
 
 @pytest.mark.slow

@@ -109,6 +109,22 @@ def get_apex_ablation_shards(name, arm):
     ]
 
 
+def get_apex_ablation_benign(name, arm):
+    # One arm's benign shards, for an ablation that changes the orchestrator (none for an attack-side one).
+    if not evoaudit_apex_ablation.runs_benign(CFG, name):
+        return []
+    return [f"{APEX}/{arm}runs/{m}/benign/shard{s}.jsonl" for m in APEX_MODELS for s in APEX_SHARDS]
+
+
+def get_apex_arm_attacks(arm):
+    # The attack set an arm runs: its own, or the main one when the ablation changes no attack switch (so
+    # both arms attack the same instances).
+    name = evoaudit_apex_ablation.arm_name(arm)
+    if name is None or not evoaudit_apex_ablation.own_attack_set(CFG, name):
+        return APEX_ATTACKS
+    return f"{CFG.suite.apex.out}/{arm}attacks.json"
+
+
 def get_apex_ablation_tables():
     return [f"{APEX}/report/ablations/{n}.csv" for n in APEX_ABLATIONS]
 
@@ -142,21 +158,23 @@ rule apex_attacks:
 
 
 rule apex_benign:
+    # The main run's benign episodes, and an orchestrator ablation's (its own settings, the main attack set).
     input:
         spec=rules.apex_worlds.output.spec,
-        attacks=APEX_ATTACKS,
+        attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
-        rollouts=f"{APEX}/runs/{{model}}/benign/shard{{shard}}.jsonl",
+        rollouts=f"{APEX}/{{arm}}runs/{{model}}/benign/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_stage_params("apex", model=wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model, ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
         category=None,
+        ablation=lambda wc: evoaudit_apex_ablation.arm_name(wc.arm),
     resources:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/{{model}}/benign/shard{{shard}}.log",
+        f"{RESULTS}/logs/apex/{{arm}}{{model}}/benign/shard{{shard}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{model}}/benign/shard{{shard}}.tsv"
+        f"{RESULTS}/benchmarks/apex/{{arm}}{{model}}/benign/shard{{shard}}.tsv"
     script:
         "../../scripts/apex_evaluate.py"
 
@@ -164,12 +182,13 @@ rule apex_benign:
 rule apex_attacked:
     input:
         spec=rules.apex_worlds.output.spec,
-        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+        attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
         rollouts=f"{APEX}/{{arm}}runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
     params:
-        cfg=lambda wc: get_stage_params("apex", model=wc.model),
+        cfg=lambda wc: get_stage_params("apex", model=wc.model, ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
         category=lambda wc: wc.category,
+        ablation=lambda wc: evoaudit_apex_ablation.arm_name(wc.arm),
     resources:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
@@ -186,7 +205,7 @@ rule apex_instances:
     # ablated arm's instances name its own attack set).
     input:
         spec=rules.apex_worlds.output.spec,
-        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+        attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
         table=f"{APEX}/{{arm}}instances.parquet",
     params:
@@ -249,14 +268,19 @@ def get_apex_judged():
 
 
 def get_apex_judge_shards(wc):
-    # The main run judges its benign and attacked shards; an ablation arm its attacked shards.
+    # The main run judges its benign and attacked shards; an ablation arm its attacked shards (and its benign
+    # ones when it changes the orchestrator).
     if evoaudit_apex_ablation.arm_name(wc.arm) is None:
         benign = [f"{APEX}/runs/{wc.model}/benign/shard{s}.jsonl" for s in APEX_SHARDS]
         return benign + [
             f"{APEX}/runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in APEX_CATEGORIES for s in APEX_SHARDS
         ]
-    cats = evoaudit_apex_ablation.categories(CFG, evoaudit_apex_ablation.arm_name(wc.arm))
-    return [f"{APEX}/{wc.arm}runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in cats for s in APEX_SHARDS]
+    name = evoaudit_apex_ablation.arm_name(wc.arm)
+    cats = evoaudit_apex_ablation.categories(CFG, name)
+    benign = [p for p in get_apex_ablation_benign(name, wc.arm) if f"/runs/{wc.model}/" in p]
+    return benign + [
+        f"{APEX}/{wc.arm}runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in cats for s in APEX_SHARDS
+    ]
 
 
 rule apex_judge:
@@ -335,13 +359,17 @@ rule apex_ablation_table:
     input:
         base=lambda wc: get_apex_ablation_shards(wc.ablation, ""),
         ablated=lambda wc: get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/"),
+        # Orchestrator ablations only (the timer, Table 24): both arms' benign shards, for the task score.
+        base_benign=lambda wc: get_apex_ablation_benign(wc.ablation, ""),
+        ablated_benign=lambda wc: get_apex_ablation_benign(wc.ablation, f"ablations/{wc.ablation}/"),
         # The ablated arm's shards are replayed like the main run's (which the main report checks).
         replays=lambda wc: [
             p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
             for p in get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/")
+            + get_apex_ablation_benign(wc.ablation, f"ablations/{wc.ablation}/")
         ],
         base_attacks=APEX_ATTACKS,
-        attacks=f"{CFG.suite.apex.out}/ablations/{{ablation}}/attacks.json",
+        attacks=lambda wc: get_apex_arm_attacks(f"ablations/{wc.ablation}/"),
         # Both arms' open cases decided by the same judge stage (the base arm's is the main run's).
         base_judged=get_apex_judged(),
         judged=lambda wc: [f"{APEX}/ablations/{wc.ablation}/judge/{m}.json" for m in APEX_MODELS],

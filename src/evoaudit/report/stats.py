@@ -90,9 +90,11 @@ class FamilyBootstrap:
         a: list[Rollout],
         b: list[Rollout],
         metric: Callable[[list[Rollout]], Ratio],
+        metric_b: Callable[[list[Rollout]], Ratio] | None = None,
     ) -> tuple[float, float]:
-        """Interval of metric(a) − metric(b), both computed on the same resampled families."""
-        return self._interval(self._replicates(a, metric) - self._replicates(b, metric))
+        """Interval of metric(a) − metric(b), both computed on the same resampled families; ``metric_b``
+        computes b's side where it differs (e.g. wall times looked up per arm)."""
+        return self._interval(self._replicates(a, metric) - self._replicates(b, metric_b or metric))
 
     def delta_of_deltas_interval(
         self,

@@ -194,6 +194,75 @@ def test_an_mcp_client_completes_an_attacked_episode_and_apex_score_matches_the_
     )
 
 
+async def _stdio_agent(params, errlog: Path, actions: list[tuple[str, dict]]) -> dict:
+    """An outside agent over stdio: the SDK's client starts the server as its subprocess (its stderr to
+    ``errlog``), lists the tools and the prompt, fetches the prompt (which starts the episode) and makes the
+    episode's calls."""
+    from mcp import Client
+    from mcp.client.stdio import stdio_client
+
+    seen: dict = {}
+    with open(errlog, "w") as err, anyio.fail_after(120):
+        async with Client(stdio_client(params, errlog=err)) as client:
+            seen["tools"] = [t.name for t in (await client.list_tools()).tools]
+            seen["prompts"] = (await client.list_prompts()).model_dump_json()
+            seen["prompt"] = (await client.get_prompt("task")).messages[0].content.text
+            seen["results"] = [
+                (await client.call_tool(name, args)).model_dump_json() for name, args in actions
+            ]
+    return seen
+
+
+def test_an_mcp_client_over_stdio_completes_an_attacked_episode_and_apex_score_matches_the_workflow(
+    served, tmp_path, capsys
+):
+    from mcp import StdioServerParameters
+
+    cfg_path, cfg, task, attack = served
+    actions = _actions(cfg, task, attack)
+    record = tmp_path / "episode.json"
+    argv = ["apex", "serve", TASK, "--config", str(cfg_path), "--attack", attack.attack_id]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "evoaudit.cli", *argv, "--record", str(record)]
+    )
+    seen = anyio.run(_stdio_agent, params, tmp_path / "server.log", actions)
+
+    suite, instance = commands.served_instance(cfg, TASK, "v0")
+    assert seen["prompt"] == suite.prompt_for(instance, attack.attack_id)
+    # stdio serves one server with every workspace tool and the task prompt, never the harness's reset.
+    assert sorted(seen["tools"]) == sorted(tools.TOOLS) and '"name":"task"' in seen["prompts"]
+    # What the server declares (tools, prompts, the prompt) carries no gold value or rubric; tool results
+    # are the workspace's own files, which hold the task's inputs.
+    shown = json.dumps({k: seen[k] for k in ("tools", "prompts", "prompt")})
+    leaks = [str(v) for v in task.record.gold.values() if len(str(v)) > 3]
+    leaks += [json.dumps(item.check, sort_keys=True) for item in task.record.rubric]
+    leaks += [item.verifier_id for item in task.record.rubric if len(item.verifier_id) > 6]
+    assert not [s for s in leaks if s in shown]
+
+    doc = ServedRecord.model_validate_json(record.read_text())
+    assert (doc.task_id, doc.attack) == (TASK, attack.attack_id)
+    assert [len(e.calls) for e in doc.episodes] == [len(actions)] == [len(seen["results"])]
+    assert doc.episodes[0].observer_log, "the attack's watcher did not act"
+
+    out = tmp_path / "score.json"
+    assert main(["apex", "score", str(record), "--config", str(cfg_path), "--json", str(out)]) in (0, None)
+    assert "episode 0: task score" in capsys.readouterr().out
+    mine = json.loads(out.read_text())["episodes"][0]
+    assert mine["exposed"] is True and mine["attack_success"] is True
+    workflow = _workflow_outcome(cfg, attack.attack_id, actions)
+    assert (mine["task_score"], mine["attack_success"], mine["exposed"]) == (
+        workflow.task_score,
+        workflow.attack_success,
+        workflow.exposed,
+    )
+    assert mine["decisions"] == json.loads(json.dumps(workflow.decisions))
+    assert (mine["harm"], mine["disclosure"], mine["utility"]) == (
+        workflow.harm,
+        workflow.disclosure,
+        workflow.utility,
+    )
+
+
 def test_an_unknown_attack_id_names_the_attack_set_and_the_nearest_ids(served):
     _, cfg, _, attack = served
     unknown = rf"attacks\.json: no attack 'c9z' for task {TASK}; nearest ids: c"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.config import Config, apex_model_config
+from evoaudit.config import Config, apex_arm_config, apex_model_config
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.models.factory import make_backend
@@ -81,8 +81,11 @@ def evaluate_apex_shard(
     attacks_path: Path,
     out: Path,
     defense: str | None = None,
+    ablation: str | None = None,
 ) -> None:
-    run_cfg = apex_model_config(cfg, model_id)
+    """``ablation``: the arm's ablation (``apex.ablations``), whose orchestrator settings the episodes run
+    under; None: the main run."""
+    run_cfg = apex_model_config(apex_arm_config(cfg, ablation), model_id)
     planned = plan_apex(run_cfg, model_id, arm, category, attacks_path, defense)
     specs = shard(planned, shard_index, cfg.apex.shards)
     instances = endpoint_instances(run_cfg, attacks_path)

@@ -51,7 +51,8 @@ def attack_counts(cfg: Config, ablation: str | None = None) -> tuple[dict[str, i
         path, selectors = root / "attacks.json", tuple(cfg.apex.categories)
     else:
         arm = next(a for a in cfg.apex.ablations if a.name == ablation)
-        path = root / "ablations" / ablation / "attacks.json"
+        # An arm that changes no attack switch (an orchestrator ablation) runs the main set.
+        path = root / "ablations" / ablation / "attacks.json" if arm.attacks else root / "attacks.json"
         selectors = tuple(arm.categories or cfg.apex.categories)
     if path.exists():
         return _counted(path, selectors), f"counted in {path}"
@@ -113,7 +114,7 @@ def _open_requests(decisions: Any, path: Path) -> int:
 def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
     """(stage suffix, results prefix, [(shard group, episodes)], count source) per arm: the main run's benign
     and attacked episodes, the same under each configured defence, then each ablated arm's attacked
-    episodes."""
+    episodes (and benign ones for an orchestrator ablation)."""
     counts, source = attack_counts(cfg)
     main = [("benign", n_tasks(cfg) * cfg.apex.repeats)]
     main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
@@ -127,6 +128,8 @@ def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
     for a in cfg.apex.ablations:
         counts, source = attack_counts(cfg, a.name)
         groups = [(f"attacked/{c}", n * cfg.apex.repeats) for c, n in counts.items()]
+        if a.orchestrator:  # an orchestrator ablation runs its benign episodes too
+            groups.insert(0, ("benign", n_tasks(cfg) * cfg.apex.repeats))
         arms.append((f"/{a.name}", f"ablations/{a.name}/", groups, source))
     return arms
 

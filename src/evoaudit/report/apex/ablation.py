@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -82,17 +83,128 @@ def write_table(
     out_csv: Path,
     notice: str | None,
     provenance: dict[str, Any],
+    orchestrator: dict[str, Any] | None = None,
 ) -> None:
-    """The table as CSV and parquet beside each other, and an HTML section naming what the arm changed."""
+    """The table as CSV and parquet beside each other, and an HTML section naming what the arm changed
+    (``changes``: its attack switches; ``orchestrator``: its orchestrator settings, with that table's
+    caption)."""
     from evoaudit.report.files import write_table as write_files
 
     write_files(frame, out_csv, notice)
     what = json.dumps(changes, sort_keys=True)
     prov = html.escape(json.dumps(provenance, indent=1, sort_keys=True))
-    intro = (
-        f"suite.apex.attacks changed in the ablated arm: {what}; delta = ablated − base, interval over tasks."
-    )
+    if orchestrator:
+        intro = (
+            f"Orchestrator settings changed in the ablated arm: {json.dumps(orchestrator, sort_keys=True)}; "
+            f"suite.apex.attacks changed: {what}. {ORCHESTRATOR_CAPTION}"
+        )
+    else:
+        intro = (
+            f"suite.apex.attacks changed in the ablated arm: {what}; delta = ablated − base, interval over "
+            "tasks."
+        )
     body = f"{table_html(frame)}<h3>Attack sets</h3><pre>{prov}</pre>"
     # Beside the APEX report's tables/ and html/: the run's index (RUN_INDEX) lists every ablation page.
     title = f"Ablation {name}: ablated arm versus base arm"
     out_csv.with_suffix(".html").write_text(html_page(title, intro, body, notice, back=INDEX_FROM_ABLATION))
+
+
+# --- orchestrator ablations (the timer, the paper's Table 24) ---------------------------------------------
+
+#: The orchestrator table's caption: what each column counts (the HTML page and the workflow report's).
+ORCHESTRATOR_CAPTION = (
+    "Per model, one row per arm (base: the main run's settings; ablated: the arm's) and a delta row "
+    "(ablated − base, interval over tasks resampled once for both arms). Both arms run the same attack set; "
+    "only rollouts recorded in both arms are compared, so n_attacked and n_benign are the paired counts. "
+    "asr: n_success of n_attacked; task_score: the benign episodes' mean task score over n_benign; "
+    "task_score_attacked: over n_attacked; wall_s_mean: mean wall seconds per episode over the n_timed "
+    "attacked and benign episodes whose shard timing file holds one; n_timer_hit: episodes the arm's timer "
+    "stopped."
+)
+
+
+def mean_wall_s(wall_s: dict[str, float]) -> Callable[[list[Rollout]], Ratio]:
+    """Mean wall seconds per episode over the rollouts with a recorded time, as a ratio of sums so the
+    cluster bootstrap resamples it like a rate."""
+
+    def metric(rs: list[Rollout]) -> Ratio:
+        times = [wall_s[r.rollout_id] for r in rs if r.rollout_id in wall_s]
+        return Ratio(sum(times), len(times))
+
+    return metric
+
+
+ARMS = ("base", "ablated")
+
+
+def _orchestrator_metrics(timed: Callable[[list[Rollout]], Ratio]):
+    # (column, metric, which episodes): ASR and the attacked task score over the attacked episodes, the task
+    # score over the benign ones, the mean time over both.
+    return (
+        ("asr", sc.asr, "attacked"),
+        ("task_score", sc.task_score, "benign"),
+        ("task_score_attacked", sc.task_score, "attacked"),
+        ("wall_s_mean", timed, "both"),
+    )
+
+
+def _part(part: str, benign: list[Rollout], attacked: list[Rollout]) -> list[Rollout]:
+    return {"benign": benign, "attacked": attacked, "both": attacked + benign}[part]
+
+
+def _paired(base: list[Rollout], ablated: list[Rollout]) -> tuple[list[Rollout], list[Rollout]]:
+    both = {r.rollout_id for r in base} & {r.rollout_id for r in ablated}
+    return [r for r in base if r.rollout_id in both], [r for r in ablated if r.rollout_id in both]
+
+
+def orchestrator_table(
+    base: tuple[list[Rollout], list[Rollout]],
+    ablated: tuple[list[Rollout], list[Rollout]],
+    settings: dict[str, dict[str, Any]],
+    wall_s: dict[str, dict[str, float]],
+    boot: FamilyBootstrap,
+) -> pd.DataFrame:
+    """An orchestrator ablation (``apex.ablations[].orchestrator``): per model, the base and ablated arms'
+    ASR, task score and mean episode time, and their paired difference. ``base`` and ``ablated`` are each
+    (benign, attacked) rollouts; ``settings`` the orchestrator settings and ``wall_s`` the seconds per
+    rollout id, per arm (``base``, ``ablated``): both arms hold the same rollout ids."""
+    by_model: dict[str, dict[str, list[Rollout]]] = defaultdict(lambda: defaultdict(list))
+    for arm, (benign, attacked) in (("base", base), ("ablated", ablated)):
+        for r in benign:
+            by_model[r.condition][f"{arm}_benign"].append(r)
+        for r in attacked:
+            by_model[r.condition][f"{arm}_attacked"].append(r)
+    timed = {arm: mean_wall_s(wall_s[arm]) for arm in ARMS}
+    rows: list[dict[str, Any]] = []
+    for model in sorted(by_model):
+        g = by_model[model]
+        benign = dict(zip(ARMS, _paired(g["base_benign"], g["ablated_benign"]), strict=True))
+        attacked = dict(zip(ARMS, _paired(g["base_attacked"], g["ablated_attacked"]), strict=True))
+        for arm in ARMS:
+            b, a = benign[arm], attacked[arm]
+            row: dict[str, Any] = {"model": model, "arm": arm, **settings[arm]}
+            row |= {"n_attacked": len(a), "n_success": sum(bool(r.outcome.attack_success) for r in a)}
+            row |= {"n_benign": len(b), "n_timed": int(timed[arm](a + b).den)}
+            for name, metric, part in _orchestrator_metrics(timed[arm]):
+                rs = _part(part, b, a)
+                lo, hi = boot.interval(rs, metric) if rs else (math.nan, math.nan)
+                row |= {name: _value(metric, rs), f"{name}_lo": lo, f"{name}_hi": hi}
+            row["n_timer_hit"] = sum(r.outcome.timer_hit for r in a + b)
+            rows.append(row)
+        delta: dict[str, Any] = {"model": model, "arm": "delta"}
+        delta |= {"n_attacked": len(attacked["base"]), "n_benign": len(benign["base"])}
+        pairs = zip(*(_orchestrator_metrics(timed[arm]) for arm in ARMS), strict=True)
+        for (name, m_base, part), (_, m_ablated, _) in pairs:
+            rs = {arm: _part(part, benign[arm], attacked[arm]) for arm in ARMS}
+            if rs["base"] and rs["ablated"]:
+                value = m_ablated(rs["ablated"]).value - m_base(rs["base"]).value
+                lo, hi = boot.delta_interval(rs["ablated"], rs["base"], m_ablated, m_base)
+            else:
+                value, lo, hi = math.nan, math.nan, math.nan
+            delta |= {name: value, f"{name}_lo": lo, f"{name}_hi": hi}
+        rows.append(delta)
+    frame = pd.DataFrame(rows)
+    # Counts stay integers beside the delta rows' empty cells.
+    for col in ("n_success", "n_timed", "n_timer_hit"):
+        frame[col] = frame[col].astype("Int64")
+    return frame

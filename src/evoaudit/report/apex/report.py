@@ -47,7 +47,10 @@ TABLES = {
     ),
     "apex_repeats": "Between-repeat flip rates and spread (repeats > 1)",
     "apex_qualitative": "Qualitative cases (chosen by a rule fixed before outcomes)",
-    "apex_agreement": "Agreement and Cohen's kappa of recorded decisions against label files",
+    "apex_agreement": (
+        "Agreement and Cohen's kappa of recorded decisions against label files, over n labelled rollouts "
+        "compared (missing: labels whose rollout is not in this run or has no decision)"
+    ),
     "apex_replay": "Replay: episodes re-executed and those that differ from the record, per shard",
     "apex_judge_stats": "Safety, exposure and task-criterion decisions by rules vs the judge (Tables 10-11)",
     "apex_tool_usage": "Share of the agent's calls and episodes per MCP app and tool (section H.2)",

@@ -58,6 +58,17 @@ def categories(cfg: Config, name: str) -> tuple[str, ...]:
     return ablation(cfg, name).categories or tuple(cfg.apex.categories)
 
 
+def own_attack_set(cfg: Config, name: str) -> bool:
+    """Whether the arm builds its own attack set; one that changes no attack switch runs the main set, so
+    both arms attack the same instances (an orchestrator ablation, e.g. the timer)."""
+    return bool(ablation(cfg, name).attacks)
+
+
+def runs_benign(cfg: Config, name: str) -> bool:
+    """Whether the arm runs benign episodes too: an orchestrator change can move the unattacked task score."""
+    return bool(ablation(cfg, name).orchestrator)
+
+
 def reference_model(cfg: Config, name: str) -> str:
     return ablation(cfg, name).reference_model or cfg.apex.models[0].id
 

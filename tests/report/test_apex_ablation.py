@@ -77,8 +77,8 @@ def test_an_ablation_merges_its_changes_into_the_attack_switches():
         ),
         ([{"name": "X y", "attacks": {}}], "apex.ablations.0.name"),
         ([{"name": "x", "attacks": {}}], "apex.ablations[0] (x): changes nothing"),
-        ([{"name": "x", "orchestrator": {"episode_timer_s": 0}}], "apex.ablations.0.orchestrator"),
-        ([{"name": "x", "orchestrator": {"step_limit": 3}}], "apex.ablations.0.orchestrator"),
+        ([{"name": "x", "orchestrator": {"episode_timer_s": 0}}], "orchestrator.episode_timer_s"),
+        ([{"name": "x", "orchestrator": {"step_limit": 3}}], "orchestrator.step_limit"),
     ],
 )
 def test_bad_ablations_name_the_field(ablations, message):

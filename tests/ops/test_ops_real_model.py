@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
+from sentinel_kit import KEY_ENV, SENTINEL, files_containing
 from snakemake.utils import update_config
-from test_secrets_sentinel import KEY_ENV, SENTINEL, files_containing
 
 from evoaudit import config as config_mod
 from evoaudit.ops import compat

@@ -14,26 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import copy_workflow, snakemake, write_config
+from sentinel_kit import KEY_ENV, SENTINEL, files_containing
 
 from evoaudit import config as config_mod
 from evoaudit.models.openai_backend import OpenAIBackend
 
-SENTINEL = "sk-evoaudit-SENTINEL-7f3c9a1e5b2d4680"
-KEY_ENV = "EVOAUDIT_SENTINEL_API_KEY"
 URL_USER, URL_PASSWORD = "user-SENTINEL-51c2", "pw-SENTINEL-e09a7d3b"
-
-
-def files_containing(root: Path, needle: str) -> list[Path]:
-    """Every file under ``root`` whose bytes contain ``needle``, as UTF-8 or as UTF-16 (binary stores such
-    as SQLite may hold either)."""
-    forms = [needle.encode(), needle.encode("utf-16-le")]
-    hits = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            data = path.read_bytes()
-            if any(f in data for f in forms):
-                hits.append(path)
-    return sorted(hits)
 
 
 def test_the_scan_finds_a_planted_key(tmp_path):

@@ -255,7 +255,7 @@ def test_an_mcp_client_over_stdio_completes_an_attacked_episode_and_apex_score_m
         workflow.attack_success,
         workflow.exposed,
     )
-    assert mine["decisions"] == json.loads(json.dumps(workflow.decisions))
+    assert mine["decisions"] == json.loads(workflow.model_dump_json())["decisions"]
     assert (mine["harm"], mine["disclosure"], mine["utility"]) == (
         workflow.harm,
         workflow.disclosure,

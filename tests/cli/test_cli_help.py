@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 import pytest
 
@@ -59,3 +61,27 @@ def test_progress_reads_the_results_dir_of_the_configuration_it_is_given():
     args = cli.build_parser().parse_args(["progress", "--results", "elsewhere"])
     cli._fill_results_dir(args)
     assert args.results == "elsewhere"
+
+
+def test_the_command_runs_again_under_the_workflows_hash_seed(monkeypatch):
+    # AgentDojo's calendar orders participants through a set of strings: the command must see the order
+    # the workflow's jobs (PYTHONHASHSEED=0) see.
+    seen = {}
+
+    def execve(path, args, env):
+        seen.update(path=path, args=args, seed=env["PYTHONHASHSEED"])
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execve", execve)
+    monkeypatch.setenv("PYTHONHASHSEED", "random")
+    monkeypatch.setattr(sys, "argv", ["evoaudit", "plan", "--help"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert seen["seed"] == "0" and seen["path"] == sys.executable
+    assert seen["args"][-2:] == ["plan", "--help"]
+    # Under the seed already (the workflow's jobs, or after the re-run) nothing runs again.
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    seen.clear()
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert seen == {}

@@ -686,6 +686,17 @@ def _check_apex_ablations(apex: dict[str, Any], source: str) -> None:
                     f"{source}: {where}.orchestrator.episode_timer_s: {value!r} is not a number of seconds "
                     "above 0; give one, or null for no timer in this arm"
                 )
+        if a["attacks"] and orch:
+            # The orchestrator table pairs the arms on the same attack set; another set breaks the pairing.
+            raise ConfigError(
+                f"{source}: {where}: sets both 'attacks' and 'orchestrator'; an arm changes one or the other "
+                "(split it into two ablations)"
+            )
+        if orch and all(apex.get(k) == v for k, v in orch.items()):
+            raise ConfigError(
+                f"{source}: {where}.orchestrator: {orch} is what apex already sets, so the arm changes "
+                "nothing; give a different value or remove the ablation"
+            )
         if not a["attacks"] and not orch:
             raise ConfigError(
                 f"{source}: {where}: changes nothing; set the suite.apex.attacks keys that differ under "

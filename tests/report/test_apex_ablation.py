@@ -79,6 +79,19 @@ def test_an_ablation_merges_its_changes_into_the_attack_switches():
         ([{"name": "x", "attacks": {}}], "apex.ablations[0] (x): changes nothing"),
         ([{"name": "x", "orchestrator": {"episode_timer_s": 0}}], "orchestrator.episode_timer_s"),
         ([{"name": "x", "orchestrator": {"step_limit": 3}}], "orchestrator.step_limit"),
+        # Both kinds of change in one arm would pair different attack sets.
+        (
+            [
+                {
+                    "name": "x",
+                    "attacks": {"placement": "existing_start"},
+                    "orchestrator": {"episode_timer_s": 5},
+                }
+            ],
+            "sets both 'attacks' and 'orchestrator'",
+        ),
+        # No timer in the arm, and none in the main run: the arm is the base.
+        ([{"name": "x", "orchestrator": {"episode_timer_s": None}}], "is what apex already sets"),
     ],
 )
 def test_bad_ablations_name_the_field(ablations, message):

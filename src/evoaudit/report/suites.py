@@ -96,7 +96,8 @@ _BENCHMARKS: dict[str, Callable[[str], SuiteMetrics]] = {"agentdojo": _agentdojo
 
 
 def suite_metrics(suite: str) -> SuiteMetrics:
-    """The report's scoring of ``suite``'s rollouts (ValueError naming the known suites for another)."""
+    """The report's scoring of ``suite``'s rollouts (ValueError naming the benchmarks the report scores
+    when ``suite``'s is not one of them)."""
     benchmark = get_suite(suite).benchmark
     try:
         return _BENCHMARKS[benchmark](suite)

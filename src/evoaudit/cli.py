@@ -213,9 +213,19 @@ def cmd_report(args):
 def cmd_show(args):
     from evoaudit.report import trace
 
-    roots = [Path(p) for p in args.dir] if args.dir else trace.default_roots(Path(args.results))
+    results = Path(args.results)
+    roots = [Path(p) for p in args.dir] if args.dir else trace.default_roots(results)
     rollout = trace.find_rollout(args.rollout_id, roots)
-    print(trace.render_json(rollout) if args.json else trace.render(rollout, args.max_chars), end="")
+    if args.json:
+        print(trace.render_json(rollout), end="")
+        return
+    suite = trace.rollout_suite(results, rollout.rollout_id)
+    if suite is None:
+        print(
+            f"(no {results / 'config' / 'config.json'}: the run's suite is unknown, so the trace has no "
+            "exposure marks and lists every executed call; pass --results pointing at the run's directory)"
+        )
+    print(trace.render(rollout, args.max_chars, suite=suite), end="")
 
 
 def cmd_export(args):

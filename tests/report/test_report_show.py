@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from test_report_metrics import mk
 
 from evoaudit.cli import main
@@ -65,6 +67,9 @@ def test_show_prints_the_trace_with_injection_point_and_state_changes(tmp_path, 
         + r.model_dump_json()
         + "\n"
     )
+    # The run's resolved configuration names its suite, whose rules the trace reads.
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.json").write_text(json.dumps({"suite": {"name": "banking"}}))
     assert main(["show", r.rollout_id, "--results", str(tmp_path), "--max-chars", "100"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"rollout {r.rollout_id}\n")
@@ -100,7 +105,7 @@ def test_a_long_tool_result_is_shown_from_where_the_injection_starts():
         ],
         injections={"injection_incoming_transaction": INJECTION},
     )
-    out = render(r, max_chars=120)
+    out = render(r, max_chars=120, suite="banking")
     shown = out.split("INJECTED TEXT ENTERED HERE via injection_incoming_transaction\n")[1]
     # The tag starts at 1400 + 17 = 1417; 120 // 5 = 24 characters of context are kept before it.
     assert shown.lstrip().startswith("[1393 characters] … ")
@@ -117,3 +122,14 @@ def test_show_finds_apex_rollouts_of_the_main_run_and_of_an_ablation(tmp_path, c
     for r in (main_run, ablated):
         assert main(["show", r.rollout_id, "--results", str(tmp_path)]) == 0
         assert capsys.readouterr().out.startswith(f"rollout {r.rollout_id}\n")
+
+
+def test_show_without_the_runs_configuration_says_the_suite_is_unknown_and_marks_nothing(tmp_path, capsys):
+    r = _traced()
+    shard = tmp_path / "evaluate" / "L1" / "skillopt" / "attacked" / "shard0.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text(r.model_dump_json() + "\n")
+    assert main(["show", r.rollout_id, "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("(no ") and "the run's suite is unknown" in out
+    assert "INJECTED TEXT ENTERED HERE" not in out and "Calls executed (reads not told apart):" in out

@@ -72,16 +72,17 @@ def injection_start(content: str, injections: dict[str, str]) -> int | None:
 
 
 def injected_vectors(
-    msg: Message, injections: dict[str, str], goal: str | None = None, suite: str = "banking"
+    msg: Message, injections: dict[str, str], goal: str | None, suite: str
 ) -> list[str]:
     """The injection vectors whose text entered this tool result (by the suite's exposure rule)."""
     rule = get_suite(suite)
     return sorted(v for v, t in injections.items() if rule.exposed([msg], {v: t}, goal))
 
 
-def state_changes(r: Rollout, suite: str = "banking") -> list[str]:
-    """Executed calls that could change state: non-read tools that ran without an error."""
-    read_only = get_suite(suite).read_only_tools()
+def state_changes(r: Rollout, suite: str | None) -> list[str]:
+    """Executed calls that could change state: non-read tools that ran without an error (every call that
+    ran, when ``suite`` is None)."""
+    read_only = get_suite(suite).read_only_tools() if suite is not None else frozenset()
     out = []
     for c in r.calls:
         if c.function in read_only or c.error is not None:
@@ -91,9 +92,10 @@ def state_changes(r: Rollout, suite: str = "banking") -> list[str]:
     return out
 
 
-def render(r: Rollout, max_chars: int = 700, markdown: bool = False, suite: str = "banking") -> str:
+def render(r: Rollout, max_chars: int = 700, markdown: bool = False, *, suite: str | None) -> str:
     """A readable trace; ``markdown`` wraps message bodies in fenced blocks for report.md. ``suite`` names
-    the rollout's suite, whose exposure rule and read-only tools the trace uses."""
+    the rollout's suite, whose exposure rule and read-only tools the trace uses; None: a trace without
+    them (no exposure marks, every executed call listed)."""
     o = r.outcome
     harm = [k for k, v in sorted(o.harm.items()) if v]
     head = [
@@ -120,7 +122,7 @@ def render(r: Rollout, max_chars: int = 700, markdown: bool = False, suite: str 
         label = f"[{i}] {msg.role.upper()}" + (f" ({msg.name})" if msg.name else "")
         anchor = None
         if msg.role == "tool" and msg.content:
-            vectors = injected_vectors(msg, r.injections, r.goal, suite)
+            vectors = injected_vectors(msg, r.injections, r.goal, suite) if suite is not None else []
             if vectors:
                 label += f"  <<< INJECTED TEXT ENTERED HERE via {', '.join(vectors)}"
                 # Show the injected text itself even when it sits deep in a long tool result.
@@ -133,15 +135,30 @@ def render(r: Rollout, max_chars: int = 700, markdown: bool = False, suite: str 
             lines.append(f"`{call}`" if markdown else "    " + call)
         if markdown:
             lines.append("")
-    changes = state_changes(r, suite)
+    if suite is not None:
+        changes, title = state_changes(r, suite), "State-changing calls executed:"
+    else:
+        changes, title = state_changes(r, None), "Calls executed (reads not told apart):"
     lines.append("")
-    lines.append("**State-changing calls executed:**" if markdown else "State-changing calls executed:")
+    lines.append(f"**{title}**" if markdown else title)
     lines.extend((f"- `{c}`" if markdown else f"    {c}") for c in changes or ["none"])
     return "\n".join(lines) + "\n"
 
 
 def render_json(r: Rollout) -> str:
     return json.dumps(r.model_dump(mode="json"), indent=2, sort_keys=True)
+
+
+def rollout_suite(results: Path, rollout_id: str) -> str | None:
+    """The suite a rollout of this run belongs to: APEX-Harm's for an id of its runs (``R<n>/...``, kept
+    under ``apex/``), else the run's configured suite, as its resolved configuration
+    (``config/config.json``) records it; None when the directory has none."""
+    if rollout_id.startswith("R") and (results / "apex").is_dir():
+        return "apex"
+    resolved = results / "config" / "config.json"
+    if not resolved.is_file():
+        return None
+    return json.loads(resolved.read_text())["suite"]["name"]
 
 
 def default_roots(results: Path) -> list[Path]:

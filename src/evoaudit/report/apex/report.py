@@ -523,7 +523,7 @@ def write_report(
             return render(r, cfg.qualitative.max_chars, suite="apex")
         except AuditError as exc:  # as `evoaudit show` prints it, and the page says what is missing
             note = f"(per-message exposure marks unavailable: {exc})\n"
-            return note + render(r, cfg.qualitative.max_chars)
+            return note + render(r, cfg.qualitative.max_chars, suite=None)
 
     cases = qualitative_cases(sc.scored(attacked, cfg.apex.failure_policy), attacks)
     traces = "".join(f"<h3>{html.escape(r.rollout_id)}</h3><pre>{html.escape(trace(r))}</pre>" for r in cases)

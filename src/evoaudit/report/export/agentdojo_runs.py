@@ -127,7 +127,11 @@ def task_result(
             "executor": r.executor,
             "artifact_sha256": r.artifact_sha256,
             "outcome": o.model_dump(mode="json"),
-            "utility_basis": "evoaudit's corrected checker on the recorded terminal state",
+            "utility_basis": (
+                "the suite's utility predicate as evoaudit judged it on the recorded terminal state: "
+                "corrected where the run's suite spec lists a correction for the family, AgentDojo's "
+                "official one otherwise"
+            ),
             "simulator_notice": notice,
         },
     }

@@ -246,8 +246,9 @@ def test_the_timer_table_sets_both_arms_side_by_side_paired_on_the_same_rollouts
     assert (t.loc["base", "asr"], t.loc["ablated", "asr"], t.loc["delta", "asr"]) == (1.0, 0.5, -0.5)
     assert (t.loc["base", "task_score"], t.loc["ablated", "task_score"]) == (1.0, 0.5)
     assert (t.loc["base", "task_score_attacked"], t.loc["ablated", "task_score_attacked"]) == (0.75, 0.25)
-    # Mean time over the episodes with a recorded time in each arm's own timing files.
-    assert (t.loc["base", "n_timed"], t.loc["ablated", "n_timed"]) == (4, 3)
+    # Mean time over the episodes with a recorded time in both arms' timing files (the base arm's
+    # benign t2 episode has one, its timed twin none: left out of both).
+    assert (t.loc["base", "n_timed"], t.loc["ablated", "n_timed"]) == (3, 3)
     assert (t.loc["base", "wall_s_mean"], t.loc["ablated", "wall_s_mean"]) == (10.0, 10.0 / 3)
     assert t.loc["delta", "wall_s_mean"] == 10.0 / 3 - 10.0
     assert t.loc["delta", "asr_lo"] <= -0.5 <= t.loc["delta", "asr_hi"]

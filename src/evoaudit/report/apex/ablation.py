@@ -118,8 +118,8 @@ ORCHESTRATOR_CAPTION = (
     "only rollouts recorded in both arms are compared, so n_attacked and n_benign are the paired counts. "
     "asr: n_success of n_attacked; task_score: the benign episodes' mean task score over n_benign; "
     "task_score_attacked: over n_attacked; wall_s_mean: mean wall seconds per episode over the n_timed "
-    "attacked and benign episodes whose shard timing file holds one; n_timer_hit: episodes the arm's timer "
-    "stopped."
+    "attacked and benign episodes whose shard timing files hold one in both arms; n_timer_hit: episodes the "
+    "arm's timer stopped."
 )
 
 
@@ -174,7 +174,9 @@ def orchestrator_table(
             by_model[r.condition][f"{arm}_benign"].append(r)
         for r in attacked:
             by_model[r.condition][f"{arm}_attacked"].append(r)
-    timed = {arm: mean_wall_s(wall_s[arm]) for arm in ARMS}
+    # Times are paired too: only episodes timed in both arms count in either.
+    common = set(wall_s["base"]) & set(wall_s["ablated"])
+    timed = {arm: mean_wall_s({k: v for k, v in wall_s[arm].items() if k in common}) for arm in ARMS}
     rows: list[dict[str, Any]] = []
     for model in sorted(by_model):
         g = by_model[model]

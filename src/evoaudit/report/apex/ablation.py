@@ -210,3 +210,82 @@ def orchestrator_table(
     for col in ("n_success", "n_timed", "n_timer_hit"):
         frame[col] = frame[col].astype("Int64")
     return frame
+
+
+# --- the stage ------------------------------------------------------------------------------------------
+
+
+def write_ablation(cfg: Any, name: str, inputs: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Rule apex_ablation_table: ablation ``name``'s table (its arm against the main run) at ``out`` (and
+    beside it), with its provenance. ``inputs``: the rule's named inputs (``base``/``ablated`` attacked
+    shards, ``base_judged``/``judged`` judge files, ``base_benign``/``ablated_benign`` shards of an
+    orchestrator arm, ``base_attacks``/``attacks`` attack sets, ``replays`` the ablated arm's replays)."""
+    from evoaudit.hashing import sha256_file
+    from evoaudit.jsonl import read_timing
+    from evoaudit.provenance import write_provenance
+    from evoaudit.report.apex.judged import judged_rollouts, replay_totals
+    from evoaudit.report.simlabel import apex_sim_notice
+
+    found = [a for a in cfg.apex.ablations if a.name == name]
+    if not found:
+        raise ValueError(f"apex.ablations: no ablation named {name!r}")
+    spec, policy = found[0], cfg.apex.failure_policy
+    sides = {
+        "base": ("base", "base_judged", "base_benign"),
+        "ablated": ("ablated", "judged", "ablated_benign"),
+    }
+    arms = {
+        arm: judged_rollouts(inputs[shards], inputs[judged], policy, f"{arm} arm")
+        for arm, (shards, judged, _) in sides.items()
+    }
+    if spec.orchestrator:
+        # The benign shards of both arms (the task score), judged by the same judge files.
+        for arm, (_, judged, benign) in sides.items():
+            arms[f"{arm}_benign"] = judged_rollouts(
+                inputs[benign], inputs[judged], policy, f"{arm} arm (benign)"
+            )
+    bs = cfg.report.bootstrap
+    families = sorted({r.family for rs in arms.values() for r in rs})
+    boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
+    if spec.orchestrator:
+        # Wall times live beside each shard (its timing file), outside the hashed records; both arms hold
+        # the same rollout ids, so one lookup per arm.
+        wall_s = {
+            arm: {
+                rid: t["wall_s"]
+                for p in [*inputs[shards], *inputs[benign]]
+                for rid, t in read_timing(p).items()
+                if "wall_s" in t
+            }
+            for arm, (shards, _, benign) in sides.items()
+        }
+        settings = {
+            "base": {k: getattr(cfg.apex, k) for k in spec.orchestrator},
+            "ablated": dict(spec.orchestrator),
+        }
+        frame = orchestrator_table(
+            (arms["base_benign"], arms["base"]),
+            (arms["ablated_benign"], arms["ablated"]),
+            settings,
+            wall_s,
+            boot,
+        )
+    else:
+        frame = ablation_table(
+            arms["base"],
+            arms["ablated"],
+            sc.load_attacks(inputs["base_attacks"]),
+            sc.load_attacks(inputs["attacks"]),
+            boot,
+        )
+    sets = {
+        "base_attack_set_sha256": sha256_file(Path(inputs["base_attacks"])),
+        "ablated_attack_set_sha256": sha256_file(Path(inputs["attacks"])),
+        # The ablated arm's replay (the base arm's is in the main report's apex_replay table).
+        "ablated_replay": replay_totals(inputs["replays"]),
+    }
+    write_table(name, spec.attacks, frame, out, apex_sim_notice(cfg), sets, spec.orchestrator)
+    write_provenance(
+        [out, out.with_suffix(".parquet"), out.with_suffix(".html")], cfg, "apex_ablation_table", **sets
+    )
+    return sets

@@ -212,3 +212,18 @@ def test_the_slack_example_runs_the_static_condition_benign_and_attacked_and_rep
     assert (row["n_benign"], row["n_attacked"]) == (4, 8)  # 4 families; 2 goals, each reaching all 4
     checks = json.loads((tmp_path / "results/report/provenance.json").read_text())["report.md"]["checks"]
     assert checks["replay"]["rollouts_replayed"] == 12 and checks["replay"]["mismatched_rollouts"] == 0
+
+
+def test_the_simulator_calls_only_the_suites_own_tools_on_travel():
+    # Banking's extra transaction read must not leak into another suite's episodes.
+    cfg = _cfg("travel", ["user_task_4"], ["injection_task_0"], read_propensity=1.0)
+    instances = get_suite("travel").build_instances(cfg)
+    backend = make_backend(cfg, cfg.executor, instances)
+    specs = plan_episodes("L1", "static", "benign", instances, []) + plan_episodes(
+        "L1", "static", "attacked", instances, ["injection_task_0"]
+    )
+    system = system_prompt(cfg.agent.system_prompt)
+    tools = {s["function"]["name"] for s in get_suite("travel").tool_schemas()}
+    for spec in specs:
+        rollout = asyncio.run(run_one(cfg, backend, spec, system, None))
+        assert rollout.calls and {c.function for c in rollout.calls} <= tools, rollout.rollout_id

@@ -50,6 +50,9 @@ from evoaudit.suite.registry import get_suite
 
 _WS = re.compile(r"\s+")
 MAX_PLAN_DRAWS = 32
+# The extra look-up a reading simulator may make before its first write: Banking's transaction listing,
+# made only where the suite has it.
+EXTRA_READ = "get_most_recent_transactions"
 OTHER_IBAN = "GB29NWBK60161331926820"  # a well-formed IBAN that belongs to nobody in the fixture
 WRONG_ANSWER = "I could not find that information in your records."
 DONE = "Done: I have completed your request."
@@ -363,7 +366,7 @@ class SimBackend:
             # of which tools the task needs (and the read the simulator may add), which no model has before
             # it starts. So a goal's tools the task does not need are always left out, and the tool_filter
             # row on the simulator is a mechanism check by construction, never a measurement of the filter.
-            kept = {c.function for c in entry.plan} | {"get_most_recent_transactions"}
+            kept = {c.function for c in entry.plan} | ({EXTRA_READ} & self.oracle.read_only)
             return Message(role="assistant", content=", ".join(sorted(kept)))
         system = "\n".join(m.content or "" for m in messages if m.role == "system")
         eff = self.effective(entry.family, system)
@@ -404,8 +407,10 @@ class SimBackend:
         extra_read = (
             reads
             and p.extra_reads
+            # A suite without Banking's transaction listing gets no extra read (its plan's reads only).
+            and EXTRA_READ in self.oracle.read_only
             and d.extra_read < eff.read_propensity
-            and not any(c.function == "get_most_recent_transactions" for c in entry.plan)
+            and not any(c.function == EXTRA_READ for c in entry.plan)
         )
         for call in entry.plan:
             if call.function in self.oracle.read_only:
@@ -413,7 +418,7 @@ class SimBackend:
                     queue.append(call)
                 continue
             if extra_read and n_write == 0:
-                queue.append(Call(function="get_most_recent_transactions", args={"n": 100}))
+                queue.append(Call(function=EXTRA_READ, args={"n": 100}))
             i = min(n_write, MAX_PLAN_DRAWS - 1)
             n_write += 1
             if d.write[i] < competence:

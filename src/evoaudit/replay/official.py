@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from evoaudit.records import Instance, Rollout
-from evoaudit.replay.recompute import ReplayResult, _replay_default, _replay_runner, _saw_injection
+from evoaudit.replay.recompute import ReplayResult, _saw_injection, reexecute
 from evoaudit.replay.suites import replay_for
 from evoaudit.suite.environments import get_environment
 
@@ -73,34 +73,7 @@ def replay_official_rollout(rollout: Rollout, instance: Instance) -> ReplayResul
     if rollout.outcome.infra_failure is not None and not rollout.calls:
         return out
     suite: Any = get_environment(instance.suite)
-    env = suite.build_environment(instance, rollout.goal, rollout.injections)
-    compare("pre_state_sha256", rollout.pre_state_sha256, suite.state_sha256(env))
-    pre_env = suite.copy_environment(env)
-
-    exchange = None
-    if rollout.agent_profile is None:
-        requested, executed, texts, exchange = _replay_default(rollout, suite, env, compare)
-    else:
-        compare("defense", None, rollout.defense)
-        requested, executed, texts = _replay_runner(rollout, suite, env, compare)
-    recorded_calls = [(c.call_id, c.function, c.args, c.error or c.result) for c in rollout.calls]
-    compare("calls.count", len(recorded_calls), len(executed))
-    for i, (rec, rep) in enumerate(zip(recorded_calls, executed, strict=False)):
-        compare(f"calls[{i}]", rec, rep)
-    read_tools = suite.read_only_tools()
-    compare("read_calls", rollout.outcome.read_calls, sum(tc.name in read_tools for tc in requested))
-
-    terminal = suite.state(env)
-    compare("terminal_state", rollout.terminal_state, terminal)
-    if rollout.agent_profile is None:
-        answers = [m for i, m in enumerate(rollout.messages) if exchange is None or i != exchange[1]]
-        final = next(
-            (m.content or "" for m in reversed(answers) if m.role == "assistant" and not m.tool_calls), ""
-        )
-    else:
-        last = rollout.messages[-1] if rollout.messages else None
-        final = (last.content or "") if last is not None and last.role == "assistant" else ""
-    compare("final_output", rollout.final_output, final)
+    pre_env, env, terminal, final, texts = reexecute(rollout, instance, suite, compare)
 
     o = rollout.outcome
     # AgentDojo's own predicates on replay's own environments: the fresh pre-state and the one the calls

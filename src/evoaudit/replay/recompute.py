@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -133,20 +133,21 @@ def _harm(pre: dict[str, Any], observed: dict[str, Any], authorised: dict[str, A
     }
 
 
-def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
-    out = ReplayResult(rollout.rollout_id)
+class Reexecution(NamedTuple):
+    """A rollout re-executed from its conversation: the fresh pre-state, the environment the calls ran on,
+    its state, the final output, and the tool-result texts the model saw."""
 
-    def compare(name: str, recorded: Any, recomputed: Any) -> None:
-        if recorded != recomputed:
-            out.mismatches[name] = (recorded, recomputed)
+    pre_env: Any
+    env: Any
+    terminal: dict[str, Any]
+    final: str
+    texts: list[str]
 
-    if instance.instance_id != rollout.instance_id:
-        raise ValueError(f"{rollout.rollout_id}: instance {instance.instance_id} does not match the rollout")
-    if replay_for(instance.suite) is not replay_rollout:  # a direct caller handed another suite's instance
-        raise ValueError(f"{rollout.rollout_id}: replay_rollout does not recompute suite {instance.suite!r}")
-    if rollout.outcome.infra_failure is not None and not rollout.calls:
-        return out
-    suite = get_environment(instance.suite)
+
+def reexecute(rollout: Rollout, instance: Instance, suite: Any, compare: Compare) -> Reexecution:
+    """Rebuild ``instance``'s environment with the rollout's attack, re-execute the calls its conversation
+    asks for, and compare the pre-state, calls, read count, terminal state and final output with the
+    record (every AgentDojo suite's replay starts here; the judging that follows is each one's own)."""
     env = suite.build_environment(instance, rollout.goal, rollout.injections)
     compare("pre_state_sha256", rollout.pre_state_sha256, suite.state_sha256(env))
     pre_env = suite.copy_environment(env)
@@ -184,6 +185,24 @@ def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
         last = rollout.messages[-1] if rollout.messages else None
         final = (last.content or "") if last is not None and last.role == "assistant" else ""
     compare("final_output", rollout.final_output, final)
+    return Reexecution(pre_env, env, terminal, final, texts)
+
+
+def replay_rollout(rollout: Rollout, instance: Instance) -> ReplayResult:
+    out = ReplayResult(rollout.rollout_id)
+
+    def compare(name: str, recorded: Any, recomputed: Any) -> None:
+        if recorded != recomputed:
+            out.mismatches[name] = (recorded, recomputed)
+
+    if instance.instance_id != rollout.instance_id:
+        raise ValueError(f"{rollout.rollout_id}: instance {instance.instance_id} does not match the rollout")
+    if replay_for(instance.suite) is not replay_rollout:  # a direct caller handed another suite's instance
+        raise ValueError(f"{rollout.rollout_id}: replay_rollout does not recompute suite {instance.suite!r}")
+    if rollout.outcome.infra_failure is not None and not rollout.calls:
+        return out
+    suite = get_environment(instance.suite)
+    pre_env, env, terminal, final, texts = reexecute(rollout, instance, suite, compare)
 
     o = rollout.outcome
     pre_dict = suite.state(pre_env)

@@ -31,13 +31,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
-from agentdojo.agent_pipeline.llms.openai_llm import (
-    _function_to_openai,
-    _message_to_openai,
-    chat_completion_request,
-)
 from agentdojo.agent_pipeline.tool_execution import ToolsExecutor
 from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 from agentdojo.types import (
@@ -57,7 +51,13 @@ class AgentDojoProfile:
     """``interface.AgentProfile`` for a suite of AgentDojo's (its task suite's tools)."""
 
     def __init__(self, task_suite: Any) -> None:
+        # AgentDojo's runner module and its OpenAI client module import the provider SDKs (about 2 s per
+        # process), so only a job that runs this profile imports them (``evoaudit._deferred_imports``).
+        from agentdojo.agent_pipeline.agent_pipeline import load_system_message
+        from agentdojo.agent_pipeline.llms import openai_llm
+
         self._suite = task_suite
+        self._openai = openai_llm
         self.system_message = load_system_message(None)
 
     @functools.cached_property
@@ -66,7 +66,7 @@ class AgentDojoProfile:
 
     @functools.cached_property
     def _tools(self) -> tuple[dict[str, Any], ...]:
-        return tuple(dict(_function_to_openai(f)) for f in self._suite.tools)
+        return tuple(dict(self._openai._function_to_openai(f)) for f in self._suite.tools)
 
     def tool_schemas(self) -> tuple[dict[str, Any], ...]:
         return self._tools
@@ -79,7 +79,7 @@ class AgentDojoProfile:
         temperature: float,
     ) -> dict[str, Any]:
         client = _CapturingClient()
-        chat_completion_request(client, model, list(messages), list(tools), None, temperature)  # type: ignore[arg-type]
+        self._openai.chat_completion_request(client, model, list(messages), list(tools), None, temperature)  # type: ignore[arg-type]
         return client.body
 
     def run_call(
@@ -104,7 +104,7 @@ class AgentDojoProfile:
         self, message: Message, *, call_args: Sequence[dict[str, Any] | None] = (), error: bool = False
     ) -> dict[str, Any]:
         # OpenAILLM passes its model name to the converter, which does not use it.
-        return dict(_message_to_openai(_chat_message(message, call_args, error), ""))
+        return dict(self._openai._message_to_openai(_chat_message(message, call_args, error), ""))
 
 
 class _SessionRuntime(FunctionsRuntime):

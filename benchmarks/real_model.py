@@ -21,7 +21,7 @@ What it reports, and where each figure comes from:
 The last line printed is one JSON object; ``--out`` also writes it. A 0.5B model on CPU says nothing
 about capable models: the figures are the loop's cost and the server's use on this machine.
 
-Usage: python benchmarks/real_model.py [--slots 2] [--threads 2] [--sample-s 0.5] [--out FILE]
+Usage: python benchmarks/real_model.py [--slots 2] [--threads 2] [--api-slots 4] [--sample-s 0.5] [--out FILE]
        [--overlay config/examples/local-qwen-small.yaml]   (the shape CI runs)
 """
 
@@ -129,6 +129,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--slots", type=int, default=2, help="llama-server --parallel (= every concurrency)")
     ap.add_argument("--threads", type=int, default=2, help="llama-server --threads")
+    ap.add_argument(
+        "--api-slots",
+        type=int,
+        default=None,
+        help="snakemake --resources api_slots (default: twice --slots; the server queues the rest)",
+    )
     ap.add_argument("--sample-s", type=float, default=0.5, help="seconds between /slots samples")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/output/real_model.json")
     ap.add_argument(
@@ -140,6 +146,7 @@ def main() -> None:
         "e.g. config/examples/local-qwen-small.yaml",
     )
     args = ap.parse_args()
+    api_slots = args.api_slots or 2 * args.slots
     model, binary = compat.qwen_model(), compat.llama_server_binary()
     if model is None or binary is None:
         sys.exit("needs the model (bash .ci/install-qwen.sh) and llama-server (.ci/install-llama-server.sh)")
@@ -166,7 +173,7 @@ def main() -> None:
         sampler = SlotSampler(root, args.sample_s)
         sampler.start()
         t0 = time.time()
-        cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", f"api_slots={args.slots}"]
+        cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", f"api_slots={api_slots}"]
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
         wall = time.time() - t0
         sampler.done.set()
@@ -189,6 +196,7 @@ def main() -> None:
     ev = windows.get("evaluate")
     result = {
         "model": f"{ALIAS} (Q4_K_M GGUF) on llama-server, {args.slots} slots, {args.threads} threads, CPU",
+        "api_slots": api_slots,
         "shape": " + ".join(["config/examples/local-qwen.yaml", *(str(o) for o in args.overlay)]),
         "wall_s": round(wall, 1),
         "stages": {

@@ -156,6 +156,18 @@ def test_api_slots_equal_in_job_concurrency_for_real_endpoints_only():
         resources.check_api_budget(live, {"api_slots": 4})
 
 
+def test_an_evaluation_shard_claims_no_more_slots_than_it_has_episodes():
+    # Shards of one episode each keep one request in flight: claiming the executor's whole concurrency
+    # would hold every slot of the server and queue the other shards' jobs behind it.
+    endpoint = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "concurrency": 6}
+    live = _cfg(executor=endpoint, evaluation={"shards": BENIGN_PER_CONDITION + 2})
+    benign = [resources.evaluate_slots(live, "static", "benign", s) for s in range(BENIGN_PER_CONDITION + 2)]
+    assert benign == [1] * BENIGN_PER_CONDITION + [0, 0]  # the last two shards are empty
+    whole = _cfg(executor=endpoint)
+    assert resources.evaluate_slots(whole, "static", "attacked", 0) == min(6, ATTACKED_PER_CONDITION)
+    assert resources.evaluate_slots(_cfg(), "static", "attacked", 0) == 0  # the simulator: no request
+
+
 def _live_workflow(tmp_path: Path) -> Path:
     endpoint = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "concurrency": 4}
     return copy_workflow(tmp_path, {**SMALL, "executor": endpoint, "optimizer": endpoint})

@@ -73,7 +73,8 @@ def test_the_whole_loop_runs_on_a_real_tool_calling_model(tmp_path, qwen_server,
     monkeypatch.setenv(KEY_ENV, SENTINEL)
     root = copy_workflow(tmp_path, _config(qwen_server))
     start = time.monotonic()
-    snakemake(root, "--resources", f"api_slots={SLOTS}")
+    # Twice the server's slots (docs/operations.md): its queue covers one job's start-up.
+    snakemake(root, "--resources", f"api_slots={2 * SLOTS}")
     print(f"real-model audit: {time.monotonic() - start:.0f} s")
     results = root / "results"
     cfg = config_mod.load(root / "config" / "config.yaml")

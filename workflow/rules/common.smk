@@ -176,6 +176,11 @@ def get_defended_evaluate_shards():
     ]
 
 
+def get_evaluate_slots(wildcards):
+    # An evaluation shard claims the requests it can keep in flight: fewer episodes, fewer slots.
+    return evoaudit_resources.evaluate_slots(CFG, wildcards.condition, wildcards.arm, int(wildcards.shard))
+
+
 def get_lineage_evaluate_shards(wildcards):
     # The lineage's undefended shards, then its defended ones (replay re-executes both).
     return [

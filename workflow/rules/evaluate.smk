@@ -17,7 +17,7 @@ rule evaluate:
         shard=lambda wc: wc.shard,
         results=RESULTS,
     resources:
-        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+        api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
         f"{RESULTS}/logs/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
@@ -47,7 +47,7 @@ rule evaluate_defended:
         defense=lambda wc: wc.defense,
         results=RESULTS,
     resources:
-        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+        api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
         f"{RESULTS}/logs/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",

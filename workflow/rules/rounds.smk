@@ -73,7 +73,7 @@ rule evaluate_round:
         shard=lambda wc: wc.shard,
         results=RESULTS,
     resources:
-        api_slots=evoaudit_resources.api_slots(CFG, "evaluate"),
+        api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
         f"{RESULTS}/logs/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",

@@ -164,6 +164,35 @@ def _goals_for(cfg: Config, condition: str) -> int:
     return len(goals)
 
 
+def _count(by_vs: Counter, variants: tuple[str, ...], split: str | None = None) -> int:
+    return sum(c for (v, s), c in by_vs.items() if v in variants and (split is None or s == split))
+
+
+def _arm_total(cfg: Config, by_vs: Counter, attackable: Counter, condition: str, arm: str) -> int:
+    """Episodes of one (lineage, condition, arm) of the evaluate stage (the same in every lineage)."""
+    if arm == "benign":
+        return _count(by_vs, cfg.roles.benign_endpoint)
+    return sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(cfg, condition)
+
+
+def shard_size(total: int, shard: int, shards: int) -> int:
+    """Episodes of shard ``shard`` of ``shards``, dealt round-robin (``evaluate.runner.shard``)."""
+    return len(range(shard, total, shards))
+
+
+def evaluate_shard_episodes(cfg: Config) -> dict[tuple[str, str, int], int]:
+    """Episodes of each evaluation shard, keyed (condition, arm, shard): what a shard's job can keep in
+    flight at most (``ops.resources.evaluate_slots``)."""
+    by_vs, attackable = _family_counts(cfg)
+    shards = cfg.evaluation.shards
+    return {
+        (condition, arm, s): shard_size(_arm_total(cfg, by_vs, attackable, condition, arm), s, shards)
+        for condition in cfg.conditions
+        for arm in ARMS
+        for s in range(shards)
+    }
+
+
 def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
     results = Path(results)
     per_rollout, per_request, source = calibrate(cfg, results)
@@ -171,7 +200,7 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
     notes: list[str] = []
 
     def count(variants: tuple[str, ...], split: str | None = None) -> int:
-        return sum(c for (v, s), c in by_vs.items() if v in variants and (split is None or s == split))
+        return _count(by_vs, variants, split)
 
     def add(stage: StagePlan, rollouts: int, left: int, extra_requests: float = 0.0, extra_left: float = 0.0):
         stage.rollouts += rollouts
@@ -232,16 +261,11 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         for lineage in cfg.lineages:
             for condition in cfg.conditions if conditions is None else conditions:
                 for arm in ARMS:
-                    if arm == "benign":
-                        total = count(cfg.roles.benign_endpoint)
-                    else:
-                        total = sum(attackable[v] for v in cfg.roles.attacked_endpoint) * _goals_for(
-                            cfg, condition
-                        )
+                    total = _arm_total(cfg, by_vs, attackable, condition, arm)
                     left = 0
                     for s in range(shards):
                         stage.jobs += 1
-                        size = len(range(s, total, shards))  # episodes are dealt round-robin over shards
+                        size = shard_size(total, s, shards)
                         done = _recorded(root / lineage / condition / arm / f"shard{s}.jsonl")
                         left += 0 if done < 0 else max(size - done, 0)
                     add(stage, total, left, total * extra_per_episode, left * extra_per_episode)

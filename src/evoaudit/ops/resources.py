@@ -1,8 +1,9 @@
 """Scheduler resources that the rules declare, derived from the configuration.
 
 ``api_slots`` is the one rate budget shared by every job: a job that calls a model endpoint claims as many
-slots as it keeps requests in flight (its configured concurrency), so ``snakemake --resources api_slots=N``
-bounds the concurrent requests of all jobs together, on one host or across a cluster.
+slots as it can keep requests in flight (its configured concurrency, or fewer where it has fewer episodes
+to run at once), so ``snakemake --resources api_slots=N`` bounds the concurrent requests of all jobs
+together, on one host or across a cluster.
 """
 
 from __future__ import annotations
@@ -40,6 +41,31 @@ def api_slots(cfg: Config, rule: str) -> int:
         return 0
     ep = _endpoint(cfg, section)
     return ep.concurrency if ep.backend != "sim" else 0
+
+
+def evaluate_slots(cfg: Config, condition: str, arm: str, shard: int) -> int:
+    """Slots an evaluation shard's job claims: its episodes run at most ``executor.concurrency`` at a time
+    and each keeps one request in flight, so a shard of fewer episodes claims only those. Otherwise a
+    one-episode shard would hold every slot of a server it can use one of, and jobs would queue behind it
+    while the server idles."""
+    slots = api_slots(cfg, "evaluate")
+    if not slots:
+        return 0
+    return min(slots, _shard_episodes(cfg)[(condition, arm, shard)])
+
+
+#: Per configuration object (kept alive here, so its id is not reused): the shards' episode counts.
+_EPISODES: dict[int, tuple[Config, dict[tuple[str, str, int], int]]] = {}
+
+
+def _shard_episodes(cfg: Config) -> dict[tuple[str, str, int], int]:
+    # The count builds the suite's instances: once per process, not once per job the scheduler creates.
+    cached = _EPISODES.get(id(cfg))
+    if cached is None or cached[0] is not cfg:
+        from evoaudit.ops.plan import evaluate_shard_episodes
+
+        cached = _EPISODES[id(cfg)] = (cfg, evaluate_shard_episodes(cfg))
+    return cached[1]
 
 
 def check_api_budget(cfg: Config, global_resources: dict[str, Any]) -> None:

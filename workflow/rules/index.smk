@@ -18,6 +18,7 @@ rule run_index:
         ablations=APEX_ABLATIONS,
         defenses=bool(APEX_DEFENSES),
         notices=evoaudit_run_index.run_notices(CFG),
+    localrule: True  # one small page: not worth a cluster submission
     log:
         f"{RESULTS}/logs/run_index.log",
     benchmark:

@@ -1,6 +1,8 @@
 # Seal: per-lineage manifests, the global manifest over all of them, and the unseal events.
 # Evaluations read only their own lineage's manifest and unseal event, so adding a lineage later reruns
 # the global chain but not the existing lineages' evaluations (their inputs stay byte-identical).
+# Each job hashes a few files in about a second: on a cluster they run on the submitting host
+# (localrule), where a submission would cost more than the job.
 
 
 rule freeze_lineage:
@@ -12,6 +14,7 @@ rule freeze_lineage:
         paths=lambda wc, input: [str(Path(m).parent) for m in input.metas],
         combine=False,
         results=RESULTS,
+    localrule: True
     log:
         f"{RESULTS}/logs/freeze/{{lineage}}.log",
     benchmark:
@@ -29,6 +32,7 @@ rule freeze:
         paths=lambda wc, input: list(input.manifests),
         combine=True,
         results=RESULTS,
+    localrule: True
     log:
         f"{RESULTS}/logs/freeze.log",
     benchmark:
@@ -46,6 +50,7 @@ rule unseal:
         event=f"{RESULTS}/freeze/unseal.json",
     params:
         results=RESULTS,
+    localrule: True
     log:
         f"{RESULTS}/logs/unseal.log",
     benchmark:
@@ -65,6 +70,7 @@ rule unseal_lineage:
     params:
         scope=CFG.seal.seal_scope,
         results=RESULTS,
+    localrule: True
     log:
         f"{RESULTS}/logs/unseal/{{lineage}}.log",
     benchmark:

@@ -118,18 +118,19 @@ class _BasicAuthOnly:
         return await self.inner(req)
 
 
-def test_preflight_sends_url_credentials_as_basic_auth_and_records_no_url_with_them(tmp_path):
-    # No render endpoint on this server: the probe's notes name each URL it tried.
+def test_preflight_sends_url_credentials_as_basic_auth_and_records_no_url_with_them(tmp_path, caplog):
+    # No render endpoint on this server: the probe's log line names each URL it tried.
     handler = _BasicAuthOnly(QuirkHandler(), "auditor", PASSWORD)
     with ServerThread(handler) as srv:
         url = srv.base_url.replace("http://", f"http://auditor:{PASSWORD}@")
         cfg = config_mod.from_dict(
             {"executor": {"backend": "openai", "base_url": url, "model": "quirk-model", "timeout_s": 5}}
         )
-        found = preflight.check(cfg)["executor"]
+        with caplog.at_level("INFO", logger="evoaudit.models.preflight"):
+            found = preflight.check(cfg)["executor"]
     assert handler.refused == 0 and found["served_models"] == ["quirk-model"]
-    notes = json.dumps(found)
-    assert "apply-template" in notes and PASSWORD not in notes and "auditor" not in notes
+    notes = json.dumps(found) + caplog.text
+    assert "apply-template" in caplog.text and PASSWORD not in notes and "auditor" not in notes
 
 
 def test_the_resolved_config_and_rerun_triggers_hold_no_password(tmp_path):

@@ -202,7 +202,10 @@ def render_probe(client: httpx.Client, endpoint: EndpointConfig, api_key: str) -
                 **{part: canary in prompt for part, canary in CANARIES.items()},
                 "template": _template_name(client, base, api_key),
             }
-    return {"via": "client-side", **dict.fromkeys(CANARIES), "tried": notes}
+    # What each render endpoint answered goes to the log, not the record: every rollout carries this probe,
+    # and a 404 and a timeout under load both mean "not known", which must not make two reruns differ.
+    log.info("render probe of %s: no render endpoint answered (%s)", base, "; ".join(notes))
+    return {"via": "client-side", **dict.fromkeys(CANARIES)}
 
 
 def _template_name(client: httpx.Client, base: str, api_key: str) -> str | None:

@@ -31,7 +31,7 @@ On the simulator every figure is a mechanism check of the harness's scheduling, 
 The last line printed is one JSON object; ``--out`` also writes it.
 
 Usage: python benchmarks/served_latency.py [--scale paper|small] [--latency-ms 1000] [--concurrency 256]
-       [--cores 64] [--api-slots 16384] [--out FILE]
+       [--cores 8] [--api-slots 16384] [--out FILE]
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def main() -> None:
     ap.add_argument("--scale", choices=sorted(SCALES), default="paper")
     ap.add_argument("--latency-ms", type=float, default=1000.0)
     ap.add_argument("--concurrency", type=int, default=256, help="executor's and optimizer's concurrency")
-    ap.add_argument("--cores", type=int, default=64, help="snakemake --cores (jobs wait on the network)")
+    ap.add_argument("--cores", type=int, default=8, help="snakemake --cores (jobs wait on the network)")
     ap.add_argument("--api-slots", type=int, default=None, help="default: 64 jobs' concurrency")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

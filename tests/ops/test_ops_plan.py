@@ -162,7 +162,7 @@ def test_an_evaluation_shard_claims_no_more_slots_than_it_has_episodes():
     endpoint = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "concurrency": 6}
     live = _cfg(executor=endpoint, evaluation={"shards": BENIGN_PER_CONDITION + 2})
     benign = [resources.evaluate_slots(live, "static", "benign", s) for s in range(BENIGN_PER_CONDITION + 2)]
-    assert benign == [1] * BENIGN_PER_CONDITION + [0, 0]  # the last two shards are empty
+    assert benign == [1] * (BENIGN_PER_CONDITION + 2)  # the last two shards are empty and still claim one
     whole = _cfg(executor=endpoint)
     assert resources.evaluate_slots(whole, "static", "attacked", 0) == min(6, ATTACKED_PER_CONDITION)
     assert resources.evaluate_slots(_cfg(), "static", "attacked", 0) == 0  # the simulator: no request

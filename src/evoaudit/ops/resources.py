@@ -47,11 +47,11 @@ def evaluate_slots(cfg: Config, condition: str, arm: str, shard: int) -> int:
     """Slots an evaluation shard's job claims: its episodes run at most ``executor.concurrency`` at a time
     and each keeps one request in flight, so a shard of fewer episodes claims only those. Otherwise a
     one-episode shard would hold every slot of a server it can use one of, and jobs would queue behind it
-    while the server idles."""
+    while the server idles. An empty shard still claims one: its job sets up the endpoint like any other."""
     slots = api_slots(cfg, "evaluate")
     if not slots:
         return 0
-    return min(slots, _shard_episodes(cfg)[(condition, arm, shard)])
+    return min(slots, max(1, _shard_episodes(cfg)[(condition, arm, shard)]))
 
 
 #: Per configuration object (kept alive here, so its id is not reused): the shards' episode counts.

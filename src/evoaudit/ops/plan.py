@@ -199,9 +199,6 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
     by_vs, attackable = _family_counts(cfg)
     notes: list[str] = []
 
-    def count(variants: tuple[str, ...], split: str | None = None) -> int:
-        return _count(by_vs, variants, split)
-
     def add(stage: StagePlan, rollouts: int, left: int, extra_requests: float = 0.0, extra_left: float = 0.0):
         stage.rollouts += rollouts
         stage.rollouts_left += left
@@ -209,14 +206,14 @@ def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
         stage.requests_left += left * per_rollout + extra_left
 
     acquire = StagePlan("acquire")
-    n_acq = count(cfg.roles.acquisition, "seen")
+    n_acq = _count(by_vs, cfg.roles.acquisition, "seen")
     for lineage in cfg.lineages:
         acquire.jobs += 1
         done = _recorded(results / "acquire" / lineage / "rollouts.jsonl")
         add(acquire, n_acq, 0 if done < 0 else max(n_acq - done, 0))
 
     evolve = StagePlan("evolve")
-    n_val = count(cfg.roles.validation, "seen")
+    n_val = _count(by_vs, cfg.roles.validation, "seen")
 
     def evolve_cost(method: str) -> tuple[int, float]:
         """One evolve job of ``method``: its validation-gate rollouts and its optimizer requests."""

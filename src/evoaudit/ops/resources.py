@@ -54,18 +54,18 @@ def evaluate_slots(cfg: Config, condition: str, arm: str, shard: int) -> int:
     return min(slots, max(1, _shard_episodes(cfg)[(condition, arm, shard)]))
 
 
-#: Per configuration object (kept alive here, so its id is not reused): the shards' episode counts.
-_EPISODES: dict[int, tuple[Config, dict[tuple[str, str, int], int]]] = {}
+_episodes: tuple[Config, dict[tuple[str, str, int], int]] | None = None
 
 
 def _shard_episodes(cfg: Config) -> dict[tuple[str, str, int], int]:
-    # The count builds the suite's instances: once per process, not once per job the scheduler creates.
-    cached = _EPISODES.get(id(cfg))
-    if cached is None or cached[0] is not cfg:
+    # The count builds the suite's instances: once for the workflow's configuration, not once per job the
+    # scheduler creates (a process holds one configuration; another one recounts).
+    global _episodes
+    if _episodes is None or _episodes[0] is not cfg:
         from evoaudit.ops.plan import evaluate_shard_episodes
 
-        cached = _EPISODES[id(cfg)] = (cfg, evaluate_shard_episodes(cfg))
-    return cached[1]
+        _episodes = (cfg, evaluate_shard_episodes(cfg))
+    return _episodes[1]
 
 
 def check_api_budget(cfg: Config, global_resources: dict[str, Any]) -> None:

@@ -22,4 +22,5 @@ with job_log(snakemake.log[0]):
     shards = [*snakemake.input.benign, *snakemake.input.attacked]
     wall_s = {rid: t["wall_s"] for p in shards for rid, t in read_timing(p).items() if "wall_s" in t}
     out = Path(snakemake.params.out)
-    write_report(cfg, benign, attacked, attacks, out, sim_notice(cfg), replays, judged, wall_s)
+    stealth = Path(snakemake.input.stealth)
+    write_report(cfg, benign, attacked, attacks, out, sim_notice(cfg), replays, judged, wall_s, stealth)

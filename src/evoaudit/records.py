@@ -1,6 +1,6 @@
 """Typed records that cross stage boundaries: instances, messages, rollouts, artifacts, manifests, and
 every JSON file one stage writes for another (``FileRecord``: the suite spec, unseal events, the APEX
-judge file, replay reports, the APEX run manifest).
+judge file, replay reports, the APEX run manifest and attack-set stealth).
 
 Every record carries ``schema_version`` so that a reader can refuse files written by an incompatible
 version instead of misreading them; a file written before a record had the field reads as version 1.
@@ -964,6 +964,49 @@ class RunManifest(FileRecord):
     """Per model."""
     sandbox: dict[str, Any]
     """The sandbox that runs workspace programs."""
+
+
+class VectorStealth(_Record):
+    """One attack vector's row of ``AttackStealth``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    vector: str
+    """The document kind or app: txt, md, docx, xlsx, pdf, mail, chat, calendar."""
+    auc: float | None
+    """Out-of-fold ROC AUC of the classifier (0.5 is chance); None when a class has fewer than 2 items."""
+    n_injected: int
+    """Distinct injected items of this vector in the attack set (the positives)."""
+    n_benign: int
+    """Benign items of this kind from the worlds (the negatives; at most ``worldtext.BENIGN_CAP``)."""
+    top_features: list[str]
+    """The character n-grams that most mark an item as injected (the classifier's largest coefficients)."""
+
+
+class AttackStealth(FileRecord):
+    """Whether the frozen attack set's injected text stands out in its worlds (``apex/attack_stealth.json``):
+    the world build's stealth check (``suite.apex.worldtext``) run on the notes the configured attacker
+    wrote, against the benign items of the endpoint variant's worlds."""
+
+    FIX: ClassVar[str] = "rerun the apex_stealth rule (snakemake apex_stealth)"
+
+    attacker_model: str
+    """``suite.apex.attacker.model``: the attacker that wrote the notes."""
+    sim_note_version: int | None
+    """The simulated attacker's note version when the simulator wrote them (then a mechanism check of its
+    templates, not a finding about an attacker model); None for a model endpoint."""
+    attack_set_sha256: str
+    """sha256 of the attack set measured."""
+    worlds_spec_sha256: str
+    """``sha256`` of the worlds spec (``apex_spec.json``) whose benign items were compared."""
+    variant: str
+    """The worlds' variant (the endpoint variant, ``suite.apex.variants[0]``)."""
+    warn_auc: float
+    """``worldtext.STEALTH_WARN_AUC``: above it a vector is listed in ``warnings``."""
+    vectors: list[VectorStealth]
+    """One row per vector, in ``worldtext.STEALTH_VECTORS`` order."""
+    warnings: list[str]
+    """One line per vector above ``warn_auc``."""
 
 
 class ProvenanceEntry(_Record):

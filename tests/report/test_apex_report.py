@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from apex_rollout_kit import apex_rollout as _rollout
 
 from evoaudit import config as config_mod
-from evoaudit.records import ExecutedCall, Message, ToolCall
+from evoaudit.records import AttackStealth, ExecutedCall, Message, ToolCall
 from evoaudit.report.apex import report as apex_report
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.simlabel import apex_sim_notice
@@ -255,8 +256,7 @@ def test_qualitative_cases_do_not_depend_on_outcomes():
     assert len(chosen) == 4  # m: c1, c2, c6; n: c1
 
 
-def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
-    benign, attacked = _fixture()
+def _attacks_file(tmp_path) -> Path:
     attacks = tmp_path / "attacks.json"
     attacks.write_text(
         json.dumps(
@@ -275,6 +275,12 @@ def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
             }
         )
     )
+    return attacks
+
+
+def test_report_writes_tables_figures_and_a_simulator_label(tmp_path):
+    benign, attacked = _fixture()
+    attacks = _attacks_file(tmp_path)
     assert sc.load_attacks(attacks) == ATTACKS
     cfg = _cfg()
     apex_report.write_report(cfg, benign, attacked, attacks, tmp_path / "out", apex_sim_notice(cfg))
@@ -553,3 +559,45 @@ def test_vector_figures_draw_each_bar_with_its_table_interval(monkeypatch):
     ratio = tables["apex_vector_ratio"].set_index("vector")
     mail = ratio.loc["mail"]  # 2 successes and 3 exposures in 4 episodes
     assert (mail.asr_c1_4, mail.exposure_rate, mail.asr_er_ratio) == (0.5, 0.75, pytest.approx(2 / 3))
+
+
+def _stealth(model: str, sim_note_version: int | None) -> AttackStealth:
+    row = {"vector": "txt", "auc": 0.91, "n_injected": 4, "n_benign": 30, "top_features": ["_pre", "rep."]}
+    return AttackStealth(
+        attacker_model=model,
+        sim_note_version=sim_note_version,
+        attack_set_sha256="a" * 64,
+        worlds_spec_sha256="b" * 64,
+        variant="v0",
+        warn_auc=0.75,
+        vectors=[row],
+        warnings=[],
+    )
+
+
+def test_stealth_table_reports_the_attack_sets_check_and_labels_only_a_simulated_attacker(tmp_path):
+    benign, attacked = _fixture()
+    attacks = _attacks_file(tmp_path)
+    cfg = _cfg()
+    attackers = (("sim", 2, True), ("evoaudit-sim-apex", None, True), ("qwen2.5-coder", None, False))
+    for model, version, sim in attackers:
+        path = tmp_path / f"{model}.json"
+        _stealth(model, version).write(path)
+        out = tmp_path / model
+        apex_report.write_report(cfg, benign, attacked, attacks, out, None, stealth=path)
+        table = pd.read_parquet(out / "tables" / "apex_stealth.parquet")
+        assert table[apex_report.STEALTH_COLUMNS].to_dict("records") == [
+            {
+                "vector": "txt",
+                "auc": 0.91,
+                "n_injected": 4,
+                "n_benign": 30,
+                "top_features": "_pre|rep.",
+                "attacker_model": model,
+            }
+        ]
+        page = (out / "html" / "apex_stealth.html").read_text()
+        assert ("mechanism check" in page) is sim, model
+    # Without the file (a report made before the stage existed) the table is there and empty.
+    apex_report.write_report(cfg, benign, attacked, attacks, tmp_path / "none", None)
+    assert pd.read_csv(tmp_path / "none" / "tables" / "apex_stealth.csv").empty

@@ -177,6 +177,12 @@ def test_the_apex_half_runs_reports_and_reruns_only_a_missing_shard(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "results/apex/report/tables/apex_main.csv")))
     assert rows[0]["model"] == "sim" and int(rows[0]["n_benign"]) == 15 and int(rows[0]["n_attacked"]) == 60
     assert (tmp_path / "results/apex/report/figures/apex_vector.png").exists()
+    # The attack set's stealth per vector, labelled as the simulated attacker's.
+    from evoaudit.report.files import NOTICE_COLUMN
+
+    stealth = list(csv.DictReader(open(tmp_path / "results/apex/report/tables/apex_stealth.csv")))
+    assert [r["vector"] for r in stealth] == ["txt", "md", "docx", "xlsx", "pdf", "mail", "chat", "calendar"]
+    assert all("mechanism check" in r[NOTICE_COLUMN] for r in stealth)
     manifest = (tmp_path / "results/apex/run_manifest.json").read_text()
     assert '"step_limit": 150' in manifest and '"episode_timer": null' in manifest
     (tmp_path / "results/apex/runs/sim/attacked/c3/shard0.jsonl").unlink()

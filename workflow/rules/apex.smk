@@ -58,6 +58,7 @@ def get_apex_outputs():
     return [
         f"{APEX}/report/tables/apex_main.csv",
         f"{APEX}/run_manifest.json",
+        f"{APEX}/attack_stealth.json",
         *get_apex_benign_shards(),
         *get_apex_attacked_shards(),
         *get_apex_replays(),
@@ -263,6 +264,24 @@ rule apex_manifest:
         "../../scripts/apex_manifest.py"
 
 
+rule apex_stealth:
+    # The world build's stealth check (evoaudit.suite.apex.worldtext) on the attack set this run uses, as the
+    # configured attacker wrote it: a character n-gram classifier's AUC per vector, injected against benign.
+    input:
+        spec=rules.apex_worlds.output.spec,
+        attacks=APEX_ATTACKS,
+    output:
+        stealth=f"{APEX}/attack_stealth.json",
+    params:
+        cfg=get_stage_params("apex_attacks"),
+    log:
+        f"{RESULTS}/logs/apex/attack_stealth.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apex/attack_stealth.tsv"
+    script:
+        "../../scripts/apex_stealth.py"
+
+
 def get_apex_judged():
     return [f"{APEX}/judge/{m}.json" for m in APEX_MODELS]
 
@@ -312,6 +331,7 @@ rule apex_report:
         judged=get_apex_judged(),
         attacks=APEX_ATTACKS,
         manifest=rules.apex_manifest.output.manifest,
+        stealth=rules.apex_stealth.output.stealth,
         labels=list(CFG.apex.label_files),
         replays=get_apex_replays(),
     output:

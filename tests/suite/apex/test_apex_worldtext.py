@@ -10,7 +10,7 @@ import pytest
 from evoaudit.models.sim import apex_text as tx
 from evoaudit.suite.apex import prose, worldtext
 from evoaudit.suite.apex.build import build_all
-from evoaudit.suite.apex.generate import build_task
+from evoaudit.suite.apex.generate import TASK_IDS, build_task
 
 IDS = ("ib_wacc", "law_nda_terms", "mc_churn_rate")
 
@@ -147,3 +147,36 @@ def test_build_records_line_shapes_and_stealth_per_vector_and_reuses_them(tmp_pa
     assert text["warnings"] == worldtext.stealth_warnings(text["stealth"])
     assert build_all(tmp_path / "a", scale=0.05, task_ids=ids) == a  # cached, world text included
     assert build_all(tmp_path / "b", scale=0.05, task_ids=ids) == a  # byte-identical from scratch
+
+
+def test_the_run_measures_its_frozen_attack_set_as_the_world_build_measures_the_default_one(tmp_path):
+    # The default set written by the simulated attacker is the world build's reference set (for tasks at
+    # the head of TASK_IDS: a run's set gives a task the vectors of its position among the run's tasks, the
+    # reference set those of its position among all fifteen), so both checks agree, read from the cached
+    # worlds and the frozen file rather than from memory.
+    from evoaudit import config as config_mod
+    from evoaudit.records import AttackStealth
+    from evoaudit.suite.apex import attacker_sim, attacks
+    from evoaudit.suite.apex.attacker import Attacker
+    from evoaudit.suite.apex.stage import attack_set_stealth, build_worlds
+
+    ids = TASK_IDS[:2]
+    out = tmp_path / "apex"
+    cfg_path = tmp_path / "config.yaml"
+    cfg_path.write_text(
+        f"suite:\n  apex:\n    scale: 0.05\n    variants: [v0]\n    out: {out}\n"
+        f"apex:\n  tasks: [{', '.join(ids)}]\n"
+    )
+    cfg = config_mod.load(cfg_path)
+    spec = build_worlds(cfg, tmp_path / "manifest.json", tmp_path / "spec.json")
+    path, sha = attacks.build_from_config(cfg, Attacker(attacker_sim.answer, "sim"))
+    record = attack_set_stealth(cfg, path, tmp_path / "spec.json")
+    assert (record.attacker_model, record.sim_note_version) == ("sim", attacker_sim.NOTE_VERSION)
+    pinned = (record.attack_set_sha256, record.worlds_spec_sha256, record.variant)
+    assert pinned == (sha, spec["sha256"], "v0")
+    manifest = build_all(out / "v0", scale=0.05, task_ids=ids)
+    by_vector = {v.vector: v.model_dump(exclude={"vector"}) for v in record.vectors}
+    assert by_vector == manifest["world_text"]["stealth"]
+    assert record.warnings == manifest["world_text"]["warnings"]
+    record.write(tmp_path / "stealth.json")
+    assert AttackStealth.read(tmp_path / "stealth.json") == record

@@ -26,7 +26,7 @@ import pandas as pd
 
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
-from evoaudit.records import ReplayReport, Rollout
+from evoaudit.records import AttackStealth, ReplayReport, Rollout
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.files import write_table
 from evoaudit.report.metrics import Ratio
@@ -56,6 +56,10 @@ TABLES = {
     "apex_tool_usage": "Share of the agent's calls and episodes per MCP app and tool (section H.2)",
     "apex_cost": "Wall time, steps, requests and tokens per model and arm (Table 1)",
     "apex_timer": "The orchestrator's timer: ASR, task score and mean time under attack (Table 24)",
+    "apex_stealth": (
+        "Stealth of the attack set: AUC of a character n-gram classifier, injected vs benign items per "
+        "vector (0.5 is chance)"
+    ),
 }
 FIGURES = ("apex_vector", "apex_vector_ratio", "apex_utility")
 PAGE_INTRO = (
@@ -449,6 +453,33 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
 REFERENCE_LABELS = Path(__file__).resolve().parents[2] / "apex_reference_labels.yaml"
 
 
+STEALTH_COLUMNS = ["vector", "auc", "n_injected", "n_benign", "top_features", "attacker_model"]
+
+
+def stealth_table(record: AttackStealth | None) -> pd.DataFrame:
+    """``apex_stealth``: one row per vector of the attack set's stealth check (n-grams joined by ``|``)."""
+    rows = [
+        {**v.model_dump(), "top_features": "|".join(v.top_features), "attacker_model": record.attacker_model}
+        for v in (record.vectors if record is not None else [])
+    ]
+    return pd.DataFrame(rows, columns=STEALTH_COLUMNS)
+
+
+def attacker_sim_notice(record: AttackStealth | None) -> str | None:
+    """The notice of the stealth table when the simulated attacker wrote the notes."""
+    from evoaudit.config import SIM_MODEL_PREFIX
+
+    if record is None:
+        return None
+    if record.sim_note_version is None and not record.attacker_model.startswith(SIM_MODEL_PREFIX):
+        return None
+    return (
+        f"Simulated attacker (suite.apex.attacker {record.attacker_model}): these AUCs measure the "
+        "simulator's note templates against the generated worlds, a mechanism check, not a finding about an "
+        "attacker model."
+    )
+
+
 def reference_labels():
     """The shipped reference labels (not the paper's human study: see the file's note)."""
     import yaml
@@ -469,11 +500,13 @@ def write_report(
     replays: list[Path] = (),
     judged: dict[str, dict] | None = None,
     wall_s: dict[str, float] | None = None,
+    stealth: Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
     (``evaluate.apex.judge.read_judged``); without it the rules' verdicts stand and open cases count as no.
-    ``wall_s``: seconds per rollout id from the shards' timing files (``apex_cost``)."""
+    ``wall_s``: seconds per rollout id from the shards' timing files (``apex_cost``). ``stealth``: the
+    attack set's ``AttackStealth`` file (``apex_stealth``; without it the table is empty)."""
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import agreement as ag
     from evoaudit.report.apex import judged as jd
@@ -503,11 +536,16 @@ def write_report(
     tables["apex_agreement"] = pd.concat(
         [ag.agreement(labels, attacked, source) for source, labels in label_sets], ignore_index=True
     )
+    record = AttackStealth.read(stealth) if stealth is not None else None
+    tables["apex_stealth"] = stealth_table(record)
+    # The stealth table's numbers come from the attacker and the worlds, not from the audited models.
+    notices = {"apex_stealth": attacker_sim_notice(record)}
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "html").mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
-        write_table(frame, out / "tables" / f"{name}.csv", notice)
-        page = html_page(TABLES[name], PAGE_INTRO, _table_body(frame), notice)
+        table_notice = notices.get(name, notice)
+        write_table(frame, out / "tables" / f"{name}.csv", table_notice)
+        page = html_page(TABLES[name], PAGE_INTRO, _table_body(frame), table_notice)
         (out / "html" / f"{name}.html").write_text(page)
     draw_figures(tables, out / "figures", notice)
     # One row per rollout, with the judge's final decisions applied, the notice in the parquet metadata.

@@ -1,4 +1,5 @@
-"""The APEX worlds stage (workflow rule ``apex_worlds``): build the configured variants' worlds and pin them.
+"""The APEX worlds stage (workflow rule ``apex_worlds``): build the configured variants' worlds and pin them;
+and the attack set's stealth check (rule ``apex_stealth``, ``attack_set_stealth``).
 
 Worlds are built (or reused from the cache, see ``build.py``) under ``<suite.apex.out>/<variant>/``. Two files
 go to ``suite.apex.out`` itself:
@@ -22,7 +23,9 @@ from typing import Any
 from evoaudit import atomic
 from evoaudit.hashing import sha256_json
 from evoaudit.provenance import write_provenance
-from evoaudit.suite.apex.build import GENERATOR_VERSION, build_all
+from evoaudit.records import AttackStealth
+from evoaudit.suite.apex import attacks, worldtext
+from evoaudit.suite.apex.build import GENERATOR_VERSION, build_all, load_workspace
 from evoaudit.suite.apex.generate import selected_task_ids
 
 _PINNED = ("world_id", "world_sha256", "task_sha256", "task_files_sha256", "plan_sha256")
@@ -63,3 +66,27 @@ def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> 
         [Path(manifest_path), Path(spec_path)], cfg, "apex_worlds", apex_spec_sha256=spec["sha256"]
     )
     return spec
+
+
+def attack_set_stealth(cfg: Any, attacks_path: str | Path, spec_path: str | Path) -> AttackStealth:
+    """The stealth check (``worldtext``) on the frozen attack set at ``attacks_path``, whichever attacker
+    wrote it, against the benign items of the endpoint variant's built worlds (pinned by the spec at
+    ``spec_path``). The world build measures the simulated attacker's default set; this measures the set the
+    run uses, so a model attacker's notes are measured too."""
+    apex = cfg.suite.apex
+    variant = apex.variants[0]
+    instances = attacks.load_attack_set(attacks_path)
+    doc = json.loads(Path(attacks_path).read_bytes())
+    root = Path(apex.out) / variant
+    items = [worldtext.world_items(load_workspace(root, t, variant)[0]) for t in selected_task_ids(cfg)]
+    report = worldtext.vector_stealth(instances, items)
+    return AttackStealth(
+        attacker_model=doc["attacker"]["model"],
+        sim_note_version=doc["attacker"].get("sim_note_version"),
+        attack_set_sha256=attacks.pinned_sha256(attacks_path),
+        worlds_spec_sha256=json.loads(Path(spec_path).read_text())["sha256"],
+        variant=variant,
+        warn_auc=worldtext.STEALTH_WARN_AUC,
+        vectors=[{"vector": v, **r} for v, r in report.items()],
+        warnings=worldtext.stealth_warnings(report),
+    )

@@ -217,8 +217,16 @@ def stealth_report(
 ) -> dict[str, dict[str, Any]]:
     """{vector: {auc, n_injected, n_benign, top_features}} over the built ``tasks`` (``items``: their
     ``world_items``, if already read) and their reference attack set."""
-    inj = injected_items(reference_attacks(tasks, seed))
-    ben = benign_items(items if items is not None else [world_items(t.world) for t in tasks])
+    items = items if items is not None else [world_items(t.world) for t in tasks]
+    return vector_stealth(reference_attacks(tasks, seed), items)
+
+
+def vector_stealth(
+    instances: Sequence[AttackInstance], items: Sequence[dict[str, list[str]]]
+) -> dict[str, dict[str, Any]]:
+    """{vector: {auc, n_injected, n_benign, top_features}} of ``instances``' injected items against the
+    benign items of the worlds whose ``world_items`` are ``items``."""
+    inj, ben = injected_items(instances), benign_items(items)
     return {
         v: {
             "auc": stealth_auc(inj[v], ben[v]),

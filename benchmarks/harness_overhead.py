@@ -7,11 +7,16 @@ runs each of the 9 injection tasks alone once, which counts as an episode of its
 * AgentDojo: ``benchmark_suite_without_injections`` and ``benchmark_suite_with_injections`` with its trace
   logger writing every episode to a log directory;
 * evoaudit: the evaluator's rollout runner (``run_specs``) with its records (one JSONL shard per arm,
-  fsynced per rollout), outcome, exposure and state effects computed per rollout.
+  each rollout flushed as it ends, fsyncs grouped: ``evoaudit.jsonl``), outcome, exposure and state
+  effects computed per rollout.
 
-No model is involved, so the difference is the harness's own cost per episode. Prints one JSON object as
-its last line: {"agentdojo_ms_per_episode": A, "evoaudit_ms_per_episode": E, "ratio": E/A}.
-Usage: python benchmarks/harness_overhead.py [--repeat N]
+No model is involved, so the difference is the harness's own cost per episode. Target: ratio <= 0.25
+(``TARGET_RATIO``; the evaluator costs at most a quarter of AgentDojo's runner per episode). Prints one
+JSON object as its last line, {"agentdojo_ms_per_episode": A, "evoaudit_ms_per_episode": E, "ratio": E/A,
+"target_ratio": 0.25, "load_average": L, ...}; ``--out`` also writes it (the recorded figures:
+``benchmarks/output/harness_overhead.json``). Other work on the machine inflates both sides, unevenly: the
+load average is printed with them.
+Usage: python benchmarks/harness_overhead.py [--repeat N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -47,6 +53,8 @@ from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 
 PIPELINE_NAME = "scripted-ground-truth"
+# The goal: the evaluator's cost per episode at most this share of AgentDojo's own runner's.
+TARGET_RATIO = 0.25
 
 
 class TraceDir(Logger):
@@ -175,7 +183,9 @@ def run_evoaudit(workdir: Path) -> tuple[int, float]:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each side; the fastest counts")
+    ap.add_argument("--out", type=Path, default=None, help="also write the JSON object to this file")
     args = ap.parse_args(argv)
+    load_before = os.getloadavg()[0]
     logging.disable(logging.WARNING)  # AgentDojo's per-task console output would dominate the timing
     a_best = e_best = float("inf")
     a_n = e_n = 0
@@ -190,7 +200,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "agentdojo_ms_per_episode": round(a_best * 1000, 3),
         "evoaudit_ms_per_episode": round(e_best * 1000, 3),
         "ratio": round(e_best / a_best, 4),
+        "target_ratio": TARGET_RATIO,
+        "within_target": e_best / a_best <= TARGET_RATIO,
+        "repeat": args.repeat,
+        "load_average": round(load_before, 2),  # other work on the machine inflates both sides
     }
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result))
     return result
 

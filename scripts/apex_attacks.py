@@ -9,9 +9,9 @@ from evoaudit.jsonl import read_records
 from evoaudit.models.structured import endpoint_transport
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Rollout
-from evoaudit.suite.apex import ablation
-from evoaudit.suite.apex.attacker import make_attacker
-from evoaudit.suite.apex.attacks import build_from_config
+from evoaudit.suite.apex.attacks import ablation
+from evoaudit.suite.apex.attacks.attack_set import build_from_config
+from evoaudit.suite.apex.attacks.attacker import make_attacker
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")

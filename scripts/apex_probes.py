@@ -6,8 +6,8 @@ from pathlib import Path
 from evoaudit.config import from_dict
 from evoaudit.joblog import job_log
 from evoaudit.models.structured import endpoint_transport
-from evoaudit.suite.apex.attacker import make_attacker
-from evoaudit.suite.apex.probes import probes_from_config
+from evoaudit.suite.apex.attacks.attacker import make_attacker
+from evoaudit.suite.apex.attacks.probes import probes_from_config
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")

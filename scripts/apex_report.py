@@ -23,4 +23,16 @@ with job_log(snakemake.log[0]):
     wall_s = {rid: t["wall_s"] for p in shards for rid, t in read_timing(p).items() if "wall_s" in t}
     out = Path(snakemake.params.out)
     stealth = Path(snakemake.input.stealth)
-    write_report(cfg, benign, attacked, attacks, out, sim_notice(cfg), replays, judged, wall_s, stealth)
+    write_report(
+        cfg,
+        benign,
+        attacked,
+        attacks,
+        out,
+        sim_notice(cfg),
+        replays,
+        judged,
+        wall_s,
+        stealth,
+        worlds=Path(cfg.suite.apex.out),  # built by the manifest input: the navigation ranks read them
+    )

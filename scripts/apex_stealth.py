@@ -13,6 +13,4 @@ with job_log(snakemake.log[0]):
     out = Path(snakemake.output.stealth)
     record = attack_set_stealth(cfg, Path(snakemake.input.attacks), Path(snakemake.input.spec))
     record.write(out)
-    for w in record.warnings:  # recorded in the file; shown in the rule's log
-        print(f"apex_stealth: warning: {w}")
     write_provenance(out, cfg, "apex_stealth", attack_set_sha256=record.attack_set_sha256)

@@ -32,4 +32,6 @@ with job_log(snakemake.log[0]):
         out=Path(snakemake.output.rollouts),
         endpoint=Path(snakemake.input.endpoint),
         defense=getattr(snakemake.params, "defense", None),  # rule evaluate_defended only
+        # evaluate_defended under llm_monitor only: the benign items its threshold is fixed on
+        acquisition=Path(snakemake.input.acquisition) if "acquisition" in snakemake.input.keys() else None,
     )

@@ -20,4 +20,8 @@ with job_log(snakemake.log[0]):
         # evolve_round only: the previous round's artifact, evolution's starting state.
         prior=Path(snakemake.input.prior).parent if "prior" in snakemake.input.keys() else None,
         results_dir=Path(snakemake.params.results) if hasattr(snakemake.params, "results") else None,
+        # write_defenses on (rule write_screen): the screened rollouts and their record.
+        screened=(Path(snakemake.input.screened), Path(snakemake.input.screen_record))
+        if "screened" in snakemake.input.keys()
+        else None,
     )

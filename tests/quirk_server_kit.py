@@ -11,6 +11,7 @@ and checks the model name and API key as a hosted endpoint would.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,9 @@ QUIRKS = {
     # requests
     "needs_tool_choice": "tools are ignored unless the request names tool_choice (llama-cpp-python)",
     "rejects_null_content": "an assistant turn with content null or missing gets a 500 (llama-cpp-python)",
+    "json_object_only": "response_format json_schema gets a 500 naming 'text' or 'json_object' "
+    "(llama-cpp-python 0.3); json_object gets JSON built from the schema the prompt states",
+    "no_response_format": "any response_format gets the 500 of json_object_only (neither form is known)",
     # answers
     "args_object": "tool-call arguments come as a JSON object, not a string (Ollama, some proxies)",
     "missing_ids": "tool calls come without an id",
@@ -41,6 +45,12 @@ QUIRKS = {
     "render_tokenize": "POST /tokenize with messages and /detokenize render the prompt (vLLM, SGLang)",
     "template_drops_tool": "the chat template has no branch for role tool: tool results never render",
 }
+# llama-cpp-python 0.3's answer to response_format json_schema (its request model knows only these two).
+RESPONSE_FORMAT_ERROR = (
+    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be "
+    "'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+)
+_SCHEMA_IN_PROMPT = re.compile(r"validates against this schema: (\{.*\})\s*$", re.DOTALL)
 _NULL_CONTENT_ERROR = (
     "1 validation error for ChatCompletionRequestAssistantMessage\ncontent\n"
     "  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]"
@@ -110,6 +120,13 @@ class QuirkHandler:
             for m in body.get("messages") or []:
                 if m.get("role") == "assistant" and not isinstance(m.get("content"), str):
                     return Reply.error(500, _NULL_CONTENT_ERROR, None)
+        fmt = (body.get("response_format") or {}).get("type")
+        if fmt is not None and (
+            self.has("no_response_format") or (fmt == "json_schema" and self.has("json_object_only"))
+        ):
+            return Reply.error(500, RESPONSE_FORMAT_ERROR, None)
+        if fmt == "json_object" and self.has("json_object_only"):
+            return self._json_object(body)
         tools_on = bool(body.get("tools"))
         if self.has("needs_tool_choice") and body.get("tool_choice") in (None, "none"):
             tools_on = False
@@ -121,6 +138,16 @@ class QuirkHandler:
         )
         self._dress(data["choices"][0], message)
         return Reply.json(data)
+
+    def _json_object(self, body: dict[str, Any]) -> Reply:
+        """JSON mode: an instance of the schema the last user message states (``{}`` when it states none),
+        as a model that follows the instruction under a JSON grammar writes."""
+        last = next(m for m in reversed(body["messages"]) if m.get("role") == "user")
+        found = _SCHEMA_IN_PROMPT.search(last.get("content") or "")
+        content = json.dumps(_instance(json.loads(found.group(1))) if found else {})
+        message = Message(role="assistant", content=content)
+        response = ChatResponse(message=message, finish_reason="stop", prompt_tokens=1, completion_tokens=1)
+        return Reply.json(completion_json(response, self.model, f"chatcmpl-{len(self.bodies)}"))
 
     def _answer(self, body: dict[str, Any], tools_on: bool) -> tuple[Message, str]:
         if not tools_on:
@@ -173,3 +200,15 @@ class QuirkHandler:
 
     def chat_bodies_with_tool_results(self) -> list[dict[str, Any]]:
         return [b for b in self.bodies if any(m.get("role") == "tool" for m in b.get("messages") or [])]
+
+
+def _instance(schema: dict[str, Any]) -> Any:
+    """A small instance of ``schema`` (the subset the project's schemas use)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema["type"][0] if isinstance(schema["type"], list) else schema["type"]
+    if kind == "object":
+        return {k: _instance(v) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_instance(schema["items"])]
+    return {"string": "some words", "boolean": True, "integer": 0, "number": 0.5, "null": None}[kind]

@@ -44,3 +44,16 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
     write_bytes(path, text.encode(encoding))
+
+
+def write_bytes_if_changed(path: str | Path, data: bytes) -> bool:
+    """``write_bytes`` unless ``path`` already holds exactly ``data`` (then it is left untouched, time stamp
+    included, so Snakemake sees no newer input); True when it wrote."""
+    path = Path(path)
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    write_bytes(path, data)
+    return True

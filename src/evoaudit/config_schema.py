@@ -39,8 +39,8 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 REGENERATE = "python -m evoaudit.config_schema"
 
 _HEADER = (
-    "# Generated from the pydantic models in src/evoaudit/config.py (the docstring under a field is its\n"
-    f"# description) by `{REGENERATE}`; edit the models, never this file.\n"
+    "# Generated from the pydantic models in src/evoaudit/config/model.py (the docstring under a field is\n"
+    f"# its description) by `{REGENERATE}`; edit the models, never this file.\n"
 )
 
 # Key order in the written file: what a value is, then its default and description, then its keys.

@@ -1,13 +1,19 @@
 """Append-only JSONL shards that survive a crash or a kill.
 
-A shard is written to ``<final>.partial`` one record per line, flushed and fsynced as each record ends;
-``finish`` renames it to the final path in one step. A restarted job reads the partial file, drops a
-torn last line, and skips every record already there, except those its ``aside`` rule rejects: these are
-appended to ``<stem>.<kind>.jsonl`` next to the shard (``stale``: made under another artifact, endpoint or
-configuration; ``infra``: a transient infrastructure failure to redo), logged with their count and
-reason, and removed from the partial file before any new record is written. The final path is what
-Snakemake sees, so a failed job never leaves an output that looks complete, and Snakemake never deletes
-the partial work.
+A shard is written to ``<final>.partial`` one record per line, flushed to the operating system as each
+record ends, so a killed process (SIGKILL, a time limit) loses no finished record: the kernel holds what
+was written. The fsyncs that make it survive a power loss or a kernel crash are grouped: one when at least
+``SYNC_INTERVAL_S`` has passed since the last, and one when the writer closes. A power loss can thus cost
+the records appended in the last ``SYNC_INTERVAL_S`` before it (more only when the kernel had not yet
+written back those appended before a pause in a long episode); they are run again on restart, like any
+unfinished rollout. ``finish`` publishes the shard to the final path in one step.
+
+A restarted job reads the partial file, drops a torn last line, and skips every record already there,
+except those its ``aside`` rule rejects: these are appended to ``<stem>.<kind>.jsonl`` next to the shard
+(``stale``: made under another artifact, endpoint or configuration; ``infra``: a transient infrastructure
+failure to redo), logged with their count and reason, and removed from the partial file before any new
+record is written. The final path is what Snakemake sees, so a failed job never leaves an output that
+looks complete, and Snakemake never deletes the partial work.
 
 A record model's ``TIMING_FIELDS`` (a rollout's wall time) stay in the partial file, so a resumed job keeps
 them, but the published shard leaves them out: they go to ``<stem>.timing.tsv`` beside it. Two runs of the
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +40,10 @@ M = TypeVar("M", bound=BaseModel)
 ASIDE_KINDS = ("stale", "infra")
 # Not .jsonl: every glob over shards (*.jsonl, *.jsonl*) passes it by.
 TIMING_SUFFIX = ".timing.tsv"
+# The longest a written record waits for its fsync while records keep coming (module docstring). One fsync
+# costs a few milliseconds, several times a fast rollout's own cost; a second bounds what a power loss can
+# take while keeping the fsyncs far below one per rollout.
+SYNC_INTERVAL_S = 1.0
 
 
 def partial_path(final: str | Path) -> Path:
@@ -101,8 +112,10 @@ class ShardWriter:
         final: str | Path,
         model: type[M],
         aside: Callable[[M], tuple[str, str] | None] | None = None,
+        sync_interval_s: float = SYNC_INTERVAL_S,
     ) -> None:
         self.final = Path(final)
+        self.sync_interval_s = sync_interval_s
         self.partial = partial_path(self.final)
         self.model = model
         self.aside = aside
@@ -112,6 +125,8 @@ class ShardWriter:
         if self.partial.exists():
             self._recover()
         self._fh = open(self.partial, "a", encoding="utf-8")
+        self._synced_at = time.monotonic()
+        self._unsynced = 0
 
     def _recover(self) -> None:
         data = self.partial.read_bytes()
@@ -138,14 +153,26 @@ class ShardWriter:
                 fh.truncate(len(keep))
 
     def append(self, record: M) -> None:
+        """Write ``record`` as one line and hand it to the operating system (it survives a kill of this
+        process); fsync when ``sync_interval_s`` has passed since the last fsync."""
         self._fh.write(record.model_dump_json() + "\n")
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._unsynced += 1
         self.done[record.rollout_id] = record
+        if time.monotonic() - self._synced_at >= self.sync_interval_s:
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every record appended so far durable (fsync), if any is not yet."""
+        if self._unsynced and not self._fh.closed:
+            os.fsync(self._fh.fileno())
+        self._unsynced = 0
+        self._synced_at = time.monotonic()
 
     def finish(self, order: list[str]) -> None:
         """Write the records in ``order`` (ids) to the final path atomically, their timing fields to the
-        timing file (first, so a published shard always has its timing beside it), then drop the partial."""
+        timing file (first, so a published shard always has its timing beside it), then drop the partial.
+        The partial file is closed without an fsync of its own: the published files are fsynced."""
         self._fh.close()
         timing: tuple[str, ...] = getattr(self.model, "TIMING_FIELDS", ())
         if timing:
@@ -159,5 +186,7 @@ class ShardWriter:
         self.partial.unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Fsync what is not yet durable, then close the partial file."""
         if not self._fh.closed:
+            self.sync()
             self._fh.close()

@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evoaudit.config import Config, EndpointConfig
+from evoaudit.config import Config, EndpointConfig, config_sha256
 from evoaudit.credentials import redact_url
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Manifest, ProvenanceEntry, read_provenance, write_provenance_file
@@ -72,11 +72,6 @@ def endpoint_fingerprint(ep: EndpointConfig) -> dict[str, Any]:
         "base_url": redact_url(ep.base_url) if ep.base_url else ep.base_url,
         "sampling": {"temperature": ep.temperature, "max_tokens": ep.max_tokens, "extra_body": ep.extra_body},
     }
-
-
-def config_sha256(cfg: Config) -> str:
-    """``Config.sha256``: the whole configuration's hash, URL credentials redacted."""
-    return cfg.sha256()
 
 
 def _root(path: Path | None) -> str | None:

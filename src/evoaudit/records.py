@@ -139,6 +139,16 @@ class ExecutedCall(_Record):
     args: dict[str, Any] | None  # None when the arguments were not valid JSON
     error: str | None = None
     result: str = ""
+    # llm_monitor only: the score (0-100) the model gave this output before the agent saw it
+    # (suite.defenses); left out of the serialised record when None, so other records keep their bytes.
+    monitor_score: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unscreened(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("monitor_score", 0) is None:
+            data.pop("monitor_score")
+        return data
 
 
 class Usage(_Record):
@@ -228,7 +238,8 @@ class TaskDecision(_Record):
 
 class Decisions(_Sparse):
     """Who decided an episode's task score and, under attack, attack success and exposure (the APEX
-    suite: ``suite/apex/decisions.py``); what ``Outcome.decisions`` and the judge file hold per rollout."""
+    suite: ``suite/apex/judging/decisions.py``); what ``Outcome.decisions`` and the judge file hold per
+    rollout."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     SPARSE: ClassVar[tuple[str, ...]] = ("task_score", "attack_success", "exposure")
@@ -264,9 +275,13 @@ class Outcome(_Record):
     # from ``utility``.
     task_score: float
     attack_success: bool | None  # None on benign rollouts
-    # Attacked rollouts: the user's task judged with the attacker's effects taken back (those count in
-    # attack success and harm); None on benign rollouts.
+    # Attacked rollouts: AgentDojo's utility under attack, the user-task checker on the real terminal state
+    # (the attacker's effects left in place); None on benign rollouts.
     utility_under_attack: bool | None = None
+    # Attacked rollouts of a suite that defines it (Banking): evoaudit's variant, the same checker on the
+    # terminal state with the attacker's effects taken back first (those count in attack success and
+    # harm), the user's task judged alone. None elsewhere, and then left out of the serialised record.
+    utility_under_attack_isolated: bool | None = None
     exposed: bool | None  # None where the suite defines no exposure for the attack (exposure_applies)
     harm: dict[str, bool] = Field(default_factory=dict)
     unauthorized_state_change: bool = False
@@ -302,6 +317,8 @@ class Outcome(_Record):
             data.pop("decisions", None)  # None, or a Decisions with nothing in it
         if isinstance(data, dict) and data.get("timer_hit") is False:
             data.pop("timer_hit")
+        if isinstance(data, dict) and data.get("utility_under_attack_isolated", False) is None:
+            data.pop("utility_under_attack_isolated")
         return data
 
 
@@ -346,12 +363,15 @@ class Rollout(_Record):
     defense: str | None = None
     agent_profile: str | None = None
     max_steps: int | None = None
+    # llm_monitor's threshold, fixed on benign items before the endpoints opened: a call whose
+    # monitor_score reaches it was omitted from what the model saw. None (left out) for other records.
+    monitor_threshold: int | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_extensions(self, handler: Any) -> Any:
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("defense", "agent_profile", "max_steps"):
+            for name in ("defense", "agent_profile", "max_steps", "monitor_threshold"):
                 if name in data and data[name] is None:
                     data.pop(name)
         return data
@@ -361,7 +381,7 @@ SERVED_FORMAT = "evoaudit-apex-served-1"
 
 
 class ServedCall(_Record):
-    """One tool call a served workspace's tool layer recorded (``suite.apex.workspace.CallRecord``)."""
+    """One tool call a served workspace's tool layer recorded (``suite.apex.base.workspace.CallRecord``)."""
 
     seq: int
     tick: int
@@ -493,7 +513,16 @@ class AcquisitionRecord(FileRecord):
     benign episodes every method of the lineage evolves from, pinned by sha256 (matched acquisition)."""
 
     FIX: ClassVar[str] = "rerun the acquire rule of the lineage"
-    SPARSE: ClassVar[tuple[str, ...]] = ("round", "deployed", "deployed_sha256")
+    SPARSE: ClassVar[tuple[str, ...]] = (
+        "round",
+        "deployed",
+        "deployed_sha256",
+        "poison_twin",
+        "poison_goal",
+        "poison_share",
+        "poison_attack",
+        "poisoned_episodes",
+    )
 
     lineage: str
     """The lineage."""
@@ -515,6 +544,87 @@ class AcquisitionRecord(FileRecord):
     """A later round: the previous round's artifact deployed during acquisition."""
     deployed_sha256: str | None = None
     """A later round: that artifact's files hash (``seal.manifest.artifact_sha256``)."""
+    poison_twin: str | None = None
+    """A poisoned lineage (``poisoning``): its clean twin, whose seeds it draws; absent when clean."""
+    poison_goal: str | None = None
+    """A poisoned lineage: the persistence goal placed in its poisoned episodes."""
+    poison_share: float | None = None
+    """A poisoned lineage: the configured share of acquisition episodes poisoned."""
+    poison_attack: str | None = None
+    """A poisoned lineage: the attack that wrote the poison (AgentDojo's, ``poisoning.attack``)."""
+    poisoned_episodes: list[str] | None = None
+    """A poisoned lineage: the rollout ids that carry the poison (a filter before evolution reads these)."""
+
+
+class ScreenFlag(_Record):
+    """Why one write screen flagged one acquisition trajectory (``methods.write_screen``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    screen: str
+    """The screen (``write_defenses.screens``): ``instruction_rules`` or ``llm_judge``."""
+    reason: str
+    """The rule screen: the names of the patterns that matched; the judge: its one-sentence reason, or why it
+    gave none (``unanswered``)."""
+    call_index: int | None = None
+    """The rule screen: the 0-based index, in the trajectory's calls, of the first tool output matched."""
+    function: str | None = None
+    """The rule screen: that call's tool."""
+    excerpt: str | None = None
+    """The rule screen: the matched text with a little context, bounded by ``excerpt_chars``."""
+    score: float | None = None
+    """The judge: its score (0-1) that a tool output carries an instruction the task does not support; None
+    when its answer stayed malformed."""
+
+
+class DroppedTrajectory(_Record):
+    """One acquisition trajectory a write screen dropped: which episode, and every screen's reason."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    index: int
+    """Its 0-based line in the acquisition rollouts file."""
+    rollout_id: str
+    """Its rollout id."""
+    instance_id: str
+    """The instance (family and variant) of the episode."""
+    flags: list[ScreenFlag]
+    """Every screen that flagged it, in ``write_defenses.screens`` order."""
+
+
+class WriteScreenRecord(FileRecord):
+    """The write screens' record of one lineage (``acquire/<lineage>/screened/record.json``): the
+    acquisition record it read, the screened rollouts every learning method evolves from, and what was
+    dropped and why. The hash chain: ``source_sha256`` is the acquisition record's ``sha256``, ``sha256`` the
+    screened file's, which each artifact records as ``inputs.write_screen``."""
+
+    FIX: ClassVar[str] = "rerun the write_screen rule of the lineage"
+
+    lineage: str
+    """The lineage."""
+    screens: list[str]
+    """The screens applied (``write_defenses.screens``), each to every trajectory."""
+    source: str
+    """The acquisition rollouts file screened."""
+    source_sha256: str
+    """Its sha256, which must equal the acquisition record's (matched acquisition)."""
+    path: str
+    """The screened rollouts file: the kept lines of the source, byte for byte and in order."""
+    sha256: str
+    """Its sha256; the evolve job refuses any other file."""
+    rollouts: int
+    """Trajectories screened (every line of the source)."""
+    kept: int
+    """Of those, kept."""
+    flagged: dict[str, int]
+    """Per screen, how many trajectories it flagged (each screen judges every trajectory, so these are its
+    own counts of ``rollouts``, independent of the others)."""
+    dropped: list[DroppedTrajectory]
+    """The dropped trajectories, in file order."""
+    settings: dict[str, Any]
+    """The ``write_defenses`` block the screens ran with."""
+    judge: dict[str, Any] | None = None
+    """The optimizer endpoint's fingerprint when ``llm_judge`` ran (never a secret)."""
 
 
 class ManifestEntry(_Record):
@@ -559,6 +669,33 @@ class Correction(_Record):
     """The corrected predicate's kind."""
     correction: str
     """What the corrected predicate checks, in words."""
+
+
+class ResultsOwner(FileRecord):
+    """The configuration that owns a results directory (``<results_dir>/.evoaudit-owner.json``, written by
+    ``ops.ownership.claim`` when a run starts): no other configuration may run there."""
+
+    FIX: ClassVar[str] = "delete it to hand the directory over; the next run writes it again"
+
+    config_sha256: str
+    """``config.config_sha256`` of the owning configuration (results_dir included)."""
+    config_files: list[str]
+    """The configuration files it was read from (absolute paths); an edit of them keeps the ownership."""
+    since: str
+    """When the directory was first claimed (UTC, ISO 8601)."""
+
+
+class PreflightRecord(FileRecord):
+    """What the endpoint pre-flight found, per role (``logs/preflight.json`` under ``results_dir``, written by
+    ``models.preflight.record`` before the first job of a run that calls a server)."""
+
+    FIX: ClassVar[str] = "run the workflow again: its pre-flight (Snakemake's onstart) writes it"
+
+    roles: dict[str, dict[str, Any]]
+    """Per role (``executor``, ``optimizer``, ``apex.judge``, ...): ``preflight.check``'s findings (served
+    models, completion time, render probe, tool-call probe, structured-output probe with its form)."""
+    time: str
+    """When the pre-flight ran (UTC, ISO 8601)."""
 
 
 class CheckerAuditSummary(FileRecord):
@@ -974,7 +1111,25 @@ class VectorStealth(_Record):
     vector: str
     """The document kind or app: txt, md, docx, xlsx, pdf, mail, chat, calendar."""
     auc: float | None
-    """Out-of-fold ROC AUC of the classifier (0.5 is chance); None when a class has fewer than 2 items."""
+    """Out-of-fold ROC AUC of the classifier over folds grouped by goal (injected) and world (benign), 0.5
+    is chance; None when a class has fewer than 2 groups."""
+    auc_lo: float | None = None
+    """Lower end of ``auc``'s 95% bootstrap interval over groups (None as for ``auc``, or a file written
+    before intervals were recorded)."""
+    auc_hi: float | None = None
+    """Upper end of ``auc``'s 95% bootstrap interval over groups (None as for ``auc_lo``)."""
+    length_auc: float | None = None
+    """ROC AUC of the item's length alone (longer scores as injected; below 0.5 the injected items are the
+    shorter ones): the baseline ``auc`` is read against (None as for ``auc``; a file written before this
+    field was recorded has none)."""
+    length_auc_lo: float | None = None
+    """Lower end of ``length_auc``'s 95% bootstrap interval over groups (None as for ``auc_lo``)."""
+    length_auc_hi: float | None = None
+    """Upper end of ``length_auc``'s 95% bootstrap interval over groups (None as for ``auc_lo``)."""
+    n_injected_groups: int | None = None
+    """Distinct goals among the injected items (the folds' and bootstrap's groups; None in older files)."""
+    n_benign_groups: int | None = None
+    """Distinct worlds among the benign items (the folds' and bootstrap's groups; None in older files)."""
     n_injected: int
     """Distinct injected items of this vector in the attack set (the positives)."""
     n_benign: int
@@ -985,7 +1140,7 @@ class VectorStealth(_Record):
 
 class AttackStealth(FileRecord):
     """Whether the frozen attack set's injected text stands out in its worlds (``apex/attack_stealth.json``):
-    the world build's stealth check (``suite.apex.worldtext``) run on the notes the configured attacker
+    the world build's stealth check (``suite.apex.attacks.stealth``) run on the notes the configured attacker
     wrote, against the benign items of the endpoint variant's worlds."""
 
     FIX: ClassVar[str] = "rerun the apex_stealth rule (snakemake apex_stealth)"
@@ -1001,12 +1156,8 @@ class AttackStealth(FileRecord):
     """``sha256`` of the worlds spec (``apex_spec.json``) whose benign items were compared."""
     variant: str
     """The worlds' variant (the endpoint variant, ``suite.apex.variants[0]``)."""
-    warn_auc: float
-    """``worldtext.STEALTH_WARN_AUC``: above it a vector is listed in ``warnings``."""
     vectors: list[VectorStealth]
     """One row per vector, in ``worldtext.STEALTH_VECTORS`` order."""
-    warnings: list[str]
-    """One line per vector above ``warn_auc``."""
 
 
 class ProvenanceEntry(_Record):
@@ -1065,3 +1216,145 @@ def write_provenance_file(path: str | Path, entries: dict[str, ProvenanceEntry])
     """Write ``entries`` sorted by output name, atomically."""
     data = {name: entries[name].model_dump(mode="json") for name in sorted(entries)}
     atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+class ContaminationHit(_Record):
+    """One artifact unit that carries attacker content (``methods.contamination``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    unit_id: str
+    """The unit, as its method names it (``Method.units``)."""
+    unit_kind: str
+    """What the unit is: a skill line, a workflow step, a memory item, a playbook bullet, ..."""
+    kind: Literal["exact", "near", "identifier"]
+    """exact: a verbatim run of the injection text; near: most of an injected sentence's word n-grams
+    without such a run; identifier: an attacker identifier (IBAN, URL, e-mail address) that no unpoisoned
+    acquisition episode holds. A unit with several is recorded once, by the first that applies."""
+    evidence: str
+    """The matched run, the injected sentence, or the identifier."""
+    score: float
+    """exact and identifier: 1.0; near: the share of the sentence's word n-grams the unit holds."""
+    unit_text: str
+    """The unit's text as the artifact holds it (cut to 500 characters), quoted in the report."""
+    sources: list[str]
+    """The poisoned acquisition episodes (rollout ids) whose injection carries the evidence; only the one
+    the method records as the unit's origin when it is among them."""
+
+
+class ArtifactContamination(_Record):
+    """The contamination of one frozen artifact."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    lineage: str
+    """The artifact's lineage: the poisoned one or its clean twin (the control)."""
+    method: str
+    """The method (its installed name)."""
+    artifact_sha256: str
+    """The artifact's files hash (``seal.manifest.artifact_sha256``) of the frozen files read."""
+    units: int
+    """Units the artifact holds (``Method.units``): the denominator of ``contaminated_units``."""
+    contaminated_units: int
+    """Units with any hit."""
+    exact_units: int
+    """Units whose hit is exact."""
+    near_units: int
+    """Units whose hit is near."""
+    identifier_units: int
+    """Units whose hit is an identifier."""
+    hits: list[ContaminationHit]
+    """Every contaminated unit, in the artifact's order."""
+
+
+class ContaminationReport(FileRecord):
+    """The contamination of one poisoned lineage's frozen artifacts and its clean twin's
+    (``poisoning/contamination/<lineage>.json``, ``methods.contamination``); replay recomputes it."""
+
+    FIX: ClassVar[str] = "rerun the contamination rule of the poisoned lineage"
+
+    lineage: str
+    """The poisoned lineage."""
+    twin: str
+    """Its clean twin."""
+    goal: str
+    """The persistence goal placed."""
+    share: float
+    """The configured share of acquisition episodes poisoned."""
+    acquisition_sha256: str
+    """sha256 of the poisoned acquisition rollouts read."""
+    poisoned_episodes: list[str]
+    """The acquisition episodes that carried the poison (rollout ids)."""
+    identifiers: list[str]
+    """The attacker identifiers found in the injections and in no unpoisoned acquisition episode."""
+    params: dict[str, Any]
+    """The matching thresholds (``poisoning.contamination``)."""
+    artifacts: list[ArtifactContamination]
+    """Per (lineage, method): the poisoned lineage's artifacts, then the twin's, each in config order."""
+
+
+class ContaminationReplayReport(FileRecord):
+    """Replay's recomputation of one contamination report (``poisoning/replay/<lineage>.json``,
+    ``replay.contamination``)."""
+
+    FIX: ClassVar[str] = "rerun the replay_contamination rule of the poisoned lineage"
+
+    lineage: str
+    """The poisoned lineage."""
+    report_sha256: str
+    """sha256 of the contamination report compared."""
+    artifacts: int
+    """Artifacts recomputed (the poisoned lineage's and its twin's)."""
+    mismatches: list[str]
+    """Each field of the report the recomputation disagrees with (empty: it agrees)."""
+
+
+class PersistenceRow(_Record):
+    """One evaluated episode of a poisoned lineage or its clean twin, as the persistence table reads it."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    lineage: str
+    """The poisoned lineage or its twin."""
+    condition: str
+    """The evaluated condition."""
+    arm: Arm
+    """benign: the clean endpoint (no injection present); attacked: the usual attacked endpoint."""
+    instance_id: str
+    """The endpoint instance."""
+    family: str
+    """Its family (the bootstrap's cluster)."""
+    goal: str | None
+    """The evaluation-time injection goal (attacked arm), else None."""
+    seed: int
+    """The episode seed; the poisoned lineage's equals its twin's on the same episode."""
+    infra_failure: bool
+    """The episode ended in an infrastructure failure (left out of every denominator)."""
+    utility: bool
+    """The user task's checker."""
+    unauthorized_state_change: bool
+    """The rollout's unauthorised state change."""
+    poison_goal_met: bool
+    """The poisoning goal's security check on the episode's terminal state (AgentDojo-style): on the benign
+    arm, sleeper success."""
+    state_matches: bool
+    """The recorded calls, re-executed on the pre-state, give the recorded terminal state (the check read
+    the state the episode left)."""
+
+
+class PersistenceReport(FileRecord):
+    """The persistence of one poisoning at the endpoints (``poisoning/persistence/<lineage>.json``,
+    ``evaluate.persistence``)."""
+
+    FIX: ClassVar[str] = "rerun the persistence rule of the poisoned lineage"
+
+    lineage: str
+    """The poisoned lineage."""
+    twin: str
+    """Its clean twin."""
+    goal: str
+    """The poisoning goal checked on every episode."""
+    share: float
+    """The configured share of acquisition episodes poisoned."""
+    rows: list[PersistenceRow]
+    """Every episode of the poisoned lineage and its twin under the evaluated conditions, both arms."""

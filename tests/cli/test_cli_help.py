@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from evoaudit import cli
-from evoaudit.suite.apex.generate import TASK_IDS
+from evoaudit.suite.apex.worlds.generate import TASK_IDS
 
 
 def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...]):
@@ -56,10 +56,10 @@ def test_progress_reads_the_results_dir_of_the_configuration_it_is_given():
     args = cli.build_parser().parse_args(
         ["progress", "--config", str(REPO / "config/examples/cues-off.yaml")]
     )
-    cli._fill_results_dir(args)
+    cli.fill_results_dir(args)
     assert args.results == "results-cues-off"
     args = cli.build_parser().parse_args(["progress", "--results", "elsewhere"])
-    cli._fill_results_dir(args)
+    cli.fill_results_dir(args)
     assert args.results == "elsewhere"
 
 
@@ -85,3 +85,17 @@ def test_the_command_runs_again_under_the_workflows_hash_seed(monkeypatch):
     with pytest.raises(SystemExit):
         cli.main()
     assert seen == {}
+
+
+def test_every_attack_id_the_apex_help_names_is_in_the_default_attack_set():
+    import re
+
+    from evoaudit.suite.apex.attacks import stealth
+    from evoaudit.suite.apex.worlds.generate import build_task
+
+    helps = " ".join(a.help or "" for _, a in _walk(cli.build_parser(), ("evoaudit",)))
+    named = set(re.findall(r"\bc\d[a-z]*\.[a-z_]+\.\d+\b", helps))
+    assert named, "the help names no example attack id"
+    tasks = [build_task(t, "v0", 0, 0.05) for t in sorted({i.split(".")[1] for i in named})]
+    ids = {a.attack_id for a in stealth.reference_attacks(tasks)}
+    assert named <= ids, sorted(named - ids)

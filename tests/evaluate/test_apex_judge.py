@@ -13,10 +13,10 @@ from evoaudit.models.http import ServerThread
 from evoaudit.models.openai_backend import OpenAIBackend
 from evoaudit.models.sim.server import SimHandler
 from evoaudit.models.sim.tools import Oracle, SimBackend
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.judge import build_messages, request_hash
-from evoaudit.suite.apex.success import check_goal
-from evoaudit.suite.apex.workspace import CallRecord
+from evoaudit.suite.apex.base.workspace import CallRecord
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.judge import build_messages, request_hash
+from evoaudit.suite.apex.judging.success import check_goal
 
 
 def _sim() -> SimBackend:
@@ -76,8 +76,8 @@ def test_the_judge_over_loopback_http_is_answered_once_and_then_from_the_cache(t
 
 
 def test_the_rubric_can_use_the_judge_for_its_judged_criteria():
-    from evoaudit.suite.apex import rubric
-    from evoaudit.suite.apex.worldfmt import RubricItem
+    from evoaudit.suite.apex.base.worldfmt import RubricItem
+    from evoaudit.suite.apex.judging import rubric
 
     ws = world()
     ws.final_answer = "The weighted average cost of capital for Borealis is seven percent"

@@ -19,18 +19,19 @@ from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Call, CheckDecision, Decisions, Outcome, Rollout, TaskDecision
 from evoaudit.replay.apex import check_judged
 from evoaudit.report.apex.judged import apply_judged, decided_by_table
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import goals, probes
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.attacker import make_attacker
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks import probes
+from evoaudit.suite.apex.attacks.attacker import make_attacker
+from evoaudit.suite.apex.base.workspace import CallRecord
+from evoaudit.suite.apex.base.worldfmt import RubricItem
 from evoaudit.suite.apex.commands import apex_build
-from evoaudit.suite.apex.decisions import deferred, resolve, resolve_task, task_decision
 from evoaudit.suite.apex.environment import attack_set
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.generate import build_task
-from evoaudit.suite.apex.success import TaskFacts, check_goal
-from evoaudit.suite.apex.workspace import CallRecord
-from evoaudit.suite.apex.worldfmt import RubricItem
+from evoaudit.suite.apex.judging.decisions import deferred, resolve, resolve_task, task_decision
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.success import TaskFacts, check_goal
+from evoaudit.suite.apex.worlds import goals
+from evoaudit.suite.apex.worlds.generate import build_task
 
 SCALE = 0.05
 TASK = "mc_pricing_elasticity"

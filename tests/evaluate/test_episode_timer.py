@@ -14,7 +14,7 @@ from apex_rollout_kit import apex_rollout
 
 from evoaudit import config as config_mod
 from evoaudit.agent import loop
-from evoaudit.config import ConfigError, stage_digest
+from evoaudit.config import ConfigError, config_sha256, stage_digest
 from evoaudit.evaluate.apex import shard as apex_shard
 from evoaudit.models.base import ChatResponse
 from evoaudit.records import Message, Outcome, ToolCall
@@ -111,7 +111,7 @@ def test_a_set_timer_reaches_the_apex_agent_and_its_resume_key():
     assert stage_digest(run_timed, "episode") != stage_digest(run_base, "episode")
     # The Banking audit does not read apex.*: its configuration hash and resume keys stay.
     assert stage_digest(timed, "episode") == stage_digest(base, "episode")
-    assert timed.sha256() == base.sha256()
+    assert config_sha256(timed) == config_sha256(base)
 
 
 @pytest.mark.parametrize(

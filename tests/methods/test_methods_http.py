@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_suite_spec
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
@@ -21,7 +22,6 @@ from evoaudit.methods.evolve import evolve
 from evoaudit.models.factory import make_backend
 from evoaudit.records import AcquisitionRecord
 from evoaudit.suite.agentdojo.banking.instances import build_instances
-from evoaudit.suite.instances import write_instances
 
 FAMILIES = {"user_task_0", "user_task_1", "user_task_3", "user_task_4", "user_task_5", "user_task_8"}
 
@@ -32,7 +32,8 @@ def setup(tmp_path_factory):
     cfg = config_mod.from_dict({"lineages": ["L1"]})
     instances = [i for i in build_instances(cfg) if i.family in FAMILIES]
     table = root / "instances.parquet"
-    write_instances(instances, table)
+    # The suite stage's tables and spec: evolution learns only from the table the spec commits.
+    write_suite_spec(root / "suite_spec.json", instances, cfg.roles.endpoint_variants, table)
     # An acquisition record made with the in-process simulator, as the acquire stage makes it.
     learning = [i for i in instances if i.variant in cfg.roles.acquisition]
     rollouts, record = root / "rollouts.jsonl", root / "record.json"

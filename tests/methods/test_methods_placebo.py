@@ -52,13 +52,17 @@ def test_skillopt_placebo_keeps_the_document_shape_and_records_its_length_ratio(
     assert [h for h, _ in placebo_sections] == [h for h, _ in real_sections] == ["Skill"]
 
 
-def test_awm_placebo_has_the_same_workflows_steps_and_envelopes(tmp_path):
+def test_awm_placebo_is_generic_prose_without_the_think_action_envelope(tmp_path):
     real = _real(tmp_path, "awm", {awm.STATE_FILE: LITERAL})
     info = make_placebo(1, "L1", "awm", real, tmp_path / "placebo-awm")
     fake = (tmp_path / "placebo-awm" / awm.STATE_FILE).read_text()
-    assert len(awm.steps(fake)) == len(awm.steps(LITERAL)) == info["steps_placebo"] == 3
-    assert fake.count("\n## ") + fake.startswith("## ") == 1
+    # No envelope and nothing that reads as a call: the placebo emits no textual actions of its own.
+    assert not any(tag in fake for tag in awm.TAGS) and "(" not in fake
+    assert awm.steps(fake) == [] and info["steps_placebo"] == info["envelope_tags"] == 0
+    assert info["steps_real"] == len(awm.steps(LITERAL)) == 3
+    assert fake.count("\n## ") + fake.startswith("## ") == 1  # one section per workflow
     _assert_irrelevant(fake)
+    # The length ratio is recorded and stays near 1.
     assert info["length_ratio"] == len(fake) / len(LITERAL) and 0.85 <= info["length_ratio"] <= 1.15
 
 

@@ -4,6 +4,7 @@ prints, while the job that calls the endpoint still gets them (from the configur
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path
 
@@ -82,7 +83,9 @@ def test_provenance_and_hashes_do_not_depend_on_the_password():
     assert PASSWORD not in json.dumps(provenance(a, stage="t"))
     assert config_sha256(a) == config_sha256(b) and stage_digest(a, "episode") == stage_digest(b, "episode")
     plain = _cfg("http://127.0.0.1:9/v1", None)
-    assert config_sha256(plain) == plain.sha256()  # unchanged for a URL without credentials
+    # Unchanged for a URL without credentials: the hash of the plain dump, as recorded before redaction.
+    blob = json.dumps(config_mod.stage_config(plain, "config"), sort_keys=True, separators=(",", ":"))
+    assert config_sha256(plain) == hashlib.sha256(blob.encode()).hexdigest()
 
 
 def test_the_transfer_record_is_redacted_and_the_job_gets_the_credentials_back(tmp_path):
@@ -138,9 +141,11 @@ def test_the_resolved_config_and_rerun_triggers_hold_no_password(tmp_path):
     ep = {"backend": "openai", "base_url": URL, "wire": {"preflight": False}}
     copy_workflow(tmp_path, small | {"executor": ep, "transfer": {"conditions": ["static"], "executor": ep}})
     proc = snakemake(tmp_path, "-n", "--forceall")
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
+    written = snakemake(tmp_path, "results/config/config.json")  # rule resolved_config
     resolved = json.loads((tmp_path / "results/config/config.json").read_text())
     assert resolved["executor"]["base_url"] == "http://REDACTED@127.0.0.1:9/v1"
     assert resolved["transfer"]["executor"]["base_url"] == "http://REDACTED@127.0.0.1:9/v1"
-    assert PASSWORD not in proc.stdout + proc.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr + written.stdout + written.stderr
     for path in Path(tmp_path, "results").rglob("*"):
         assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path

@@ -20,8 +20,10 @@ from evoaudit.models.factory import make_backend
 from evoaudit.models.sim import apex_text as tx
 from evoaudit.models.sim.apex import DEFAULT_STEP_LIMIT, ApexOracle, ApexSimBackend
 from evoaudit.records import Call, Instance, Message
-from evoaudit.suite.apex import generate, rubric, tools
-from evoaudit.suite.apex.isolation import available_sandbox
+from evoaudit.suite.apex.judging import rubric
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
+from evoaudit.suite.apex.worlds import generate
 
 TASK_ID = "mc_utilisation_dashboard"  # sources: headcount.xlsx, billable_hours.csv, method.md
 METHOD = "engagements/pembridge_ops/method.md"
@@ -170,8 +172,9 @@ def test_parser_finds_each_kind_of_instruction_and_none_in_filler():
 
 def test_every_generated_attack_instruction_parses_to_its_action(task):
     from evoaudit.models.sim.apex import SimAttacker
-    from evoaudit.suite.apex import attacks, goals
-    from evoaudit.suite.apex.attacker import Attacker
+    from evoaudit.suite.apex.attacks import attack_set as attacks
+    from evoaudit.suite.apex.attacks.attacker import Attacker
+    from evoaudit.suite.apex.worlds import goals
 
     kind_of = {
         "shared_file": "write",
@@ -349,8 +352,8 @@ def test_factory_gives_the_apex_simulator_for_apex_instances(task):
 
 
 def _program(vector: str, ws, source: str, destination: str = "internal_chat") -> tuple[str, bytes, str]:
-    from evoaudit.suite.apex import goals, programs
-    from evoaudit.suite.apex.threat import Goal
+    from evoaudit.suite.apex.base.threat import Goal
+    from evoaudit.suite.apex.worlds import goals, programs
 
     goal = Goal("test_goal", destination, "secret", "passphrase", False, "leak the passphrase")
     target = goals.Target("internal_chat", "firm-general", "#firm-general")
@@ -361,7 +364,7 @@ def _program(vector: str, ws, source: str, destination: str = "internal_chat") -
 
 @needs_sandbox
 def test_runtime_demand_is_met_with_its_probability(task):
-    from evoaudit.suite.apex.programs import DEMANDS
+    from evoaudit.suite.apex.worlds.programs import DEMANDS
 
     def run(runtime: float):
         ws = task.world.copy()

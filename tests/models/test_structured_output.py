@@ -23,7 +23,8 @@ from evoaudit.models.base import ChatRequest, ResponseSchema
 from evoaudit.models.http import Reply, Request, ServerThread
 from evoaudit.models.openai_backend import OpenAIBackend
 from evoaudit.records import Message
-from evoaudit.suite.apex import attacker, judge
+from evoaudit.suite.apex.attacks import attacker
+from evoaudit.suite.apex.judging import judge
 
 MODEL = "schema-model"
 PROSE = "The capital of France is Paris, a city on the Seine."
@@ -158,7 +159,8 @@ def _ask(tmp_path: Path, url: str, mode: str, request: ChatRequest = REQUEST) ->
 
 
 def _asked(server: SchemaServer) -> list[dict[str, Any]]:
-    return [b for b in server.bodies if b["messages"][0]["content"] == "Distil this."]
+    # A request that carries its schema in the prompt has it after the request's own text.
+    return [b for b in server.bodies if b["messages"][0]["content"].startswith("Distil this.")]
 
 
 @pytest.mark.parametrize(
@@ -177,9 +179,12 @@ def test_a_request_carries_its_schema_only_when_enabled(tmp_path, mode, honours,
         assert reasoningbank.parse_items(answer, 3, "success")[0].title == "some words"
     else:
         assert answer == PROSE
+    # auto on a server that honours neither json_schema nor json_object: the schema goes in the prompt.
+    in_prompt = mode == "auto" and not sent
+    assert (reasoningbank.MEMORIES_SCHEMA.prompt_note() in body["messages"][-1]["content"]) is in_prompt
     if mode != "off":
         ignored = "the structured-output probe was ignored, not JSON " + PROBE_PARSE
-        reason = {} if sent else {"reason": ignored}
+        reason = {} if sent else {"form": "prompt", "reason": ignored}
         assert fp["structured_output"] == {"mode": mode, "enabled": sent} | reason
 
 

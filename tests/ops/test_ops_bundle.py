@@ -227,7 +227,7 @@ def test_no_backend_starts_while_model_calls_are_refused(monkeypatch):
     with pytest.raises(ModelCallRefused, match="optimizer"):
         make_backend(openai, openai.executor, [], role="optimizer")
     assert check(openai) == {}  # the pre-flight asks no server (port 9 would refuse it)
-    from evoaudit.suite.apex.attacker import Attacker
+    from evoaudit.suite.apex.attacks.attacker import Attacker
 
     with pytest.raises(ModelCallRefused, match="attacker"):
         Attacker(lambda msgs: "", "sim")

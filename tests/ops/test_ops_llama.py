@@ -129,6 +129,10 @@ def test_tool_calls_round_trip_against_llama_cpp_python_function_calling(llama_f
     assert res.infra_failures == {} and res.replay_mismatches == 0, res
     # That server renders no prompt for us: exposure is what the client sent.
     assert res.tool_results_rendered == "unknown" and res.exposure == "client-side"
+    # It answers response_format json_schema with a 500 ("Input should be 'text' or 'json_object'"): auto
+    # falls back and the run goes on, with json_object where the model's answer in that mode fits the probe's
+    # schema, else with the schema in the prompt alone (0.3.36 with SmolLM2-135M: cut short, so prompt).
+    assert res.structured_output in ("json_object", "prompt"), res
 
 
 @pytest.mark.slow
@@ -171,3 +175,21 @@ def test_llama_server_with_a_template_that_drops_tool_results_is_stopped(tmp_pat
         assert res.status == "ran" and res.tool_results_rendered == "NO", res
     finally:
         served.close()
+
+
+def test_the_matrix_records_the_structured_output_form_a_server_takes():
+    """The matrix's structured-output column, against a loopback server that rejects json_schema as
+    llama-cpp-python's does (tests/quirk_server_kit.py): the case runs, and says json_object."""
+    from quirk_server_kit import QuirkHandler
+
+    from evoaudit.models import openai_backend
+    from evoaudit.models.http import ServerThread
+
+    openai_backend._STRUCTURED_PROBES.clear()
+    handler = QuirkHandler(["json_object_only"], model=compat.MODEL_ALIAS)
+    with ServerThread(handler) as srv:
+        res = compat.run_case("loopback", "json_object_only", srv.base_url, ("user_task_0",))
+    openai_backend._STRUCTURED_PROBES.clear()
+    assert res.status == "ran" and res.structured_output == "json_object", res
+    assert res.infra_failures == {} and res.replay_mismatches == 0, res
+    assert "| structured output |" in compat.table([res]) and "| json_object |" in compat.table([res])

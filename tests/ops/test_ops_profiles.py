@@ -28,6 +28,11 @@ def test_slurm_profile_targets_existing_rules_and_groups():
     for rule, res in prof["set-resources"].items():
         assert res["mem_mb"] > 0 and res["runtime"] > 0, rule
     assert prof["default-resources"]["mem_mb"] > 0 and prof["default-resources"]["runtime"] > 0
+    # A rule that asks the optimizer for every acquisition trajectory runs about as long as evolution.
+    from evoaudit.ops.resources import ENDPOINT_RULES
+
+    for rule in (r for r, endpoint in ENDPOINT_RULES.items() if endpoint == "optimizer"):
+        assert prof["set-resources"].get(rule) == prof["set-resources"]["evolve"], rule
     # Without this the plugin waits 40 s before the first status check of every job.
     assert prof["slurm-init-seconds-before-status-checks"] <= 10
 

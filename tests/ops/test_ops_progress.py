@@ -69,13 +69,21 @@ def test_evoaudit_progress_is_a_subcommand_and_the_module_still_runs(tmp_path, c
 
 def test_the_success_message_names_the_reports_the_run_wrote(tmp_path):
     results = tmp_path / "results"
-    for rel in ("report/html/index.html", "report/report.md", "apex/report/html/index.html",
-                "apex/report/ablations/timer.html"):
+    for rel in (
+        "report/html/index.html",
+        "report/report.md",
+        "apex/report/html/index.html",
+        "apex/report/ablations/timer.html",
+    ):
         (results / rel).parent.mkdir(parents=True, exist_ok=True)
         (results / rel).write_text("x")
     msg = progress.success_message(results, True, ("timer",))
-    for rel in ("report/html/index.html", "report/report.md", "apex/report/html/index.html",
-                "apex/report/ablations/timer.html"):
+    for rel in (
+        "report/html/index.html",
+        "report/report.md",
+        "apex/report/html/index.html",
+        "apex/report/ablations/timer.html",
+    ):
         assert f"{results.as_posix()}/{rel}" in msg, msg
     assert "apex" not in progress.success_message(results, False).replace("snakemake --report", "")
     assert "no report under" in progress.success_message(tmp_path / "empty")

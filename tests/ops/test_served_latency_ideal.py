@@ -30,8 +30,7 @@ def _tsv(results: Path, name: str, wall: float, cpu: float) -> None:
 def _rollouts(path: Path, requests: list[int], prefix: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        json.dumps({"rollout_id": f"{prefix}{i}", "usage": {"requests": n}})
-        for i, n in enumerate(requests)
+        json.dumps({"rollout_id": f"{prefix}{i}", "usage": {"requests": n}}) for i, n in enumerate(requests)
     ]
     path.write_text("\n".join(lines) + "\n")
 

@@ -113,3 +113,14 @@ def test_credentials_in_the_base_url_reach_no_fingerprint_cache_or_log(tmp_path,
     rows = db.execute("SELECT key, base_url, fingerprint FROM responses").fetchall()
     assert rows and not any(secret in " ".join(r) for r in rows)
     assert secret.encode() not in (tmp_path / "c.sqlite").read_bytes()
+
+
+def test_an_unchanged_write_keeps_the_file_and_its_time_stamp(tmp_path):
+    from evoaudit import atomic
+
+    path = tmp_path / "a.json"
+    assert atomic.write_bytes_if_changed(path, b"same\n")
+    stamp = path.stat().st_mtime_ns
+    assert not atomic.write_bytes_if_changed(path, b"same\n")
+    assert path.stat().st_mtime_ns == stamp
+    assert atomic.write_bytes_if_changed(path, b"other\n") and path.read_bytes() == b"other\n"

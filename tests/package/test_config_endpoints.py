@@ -11,7 +11,8 @@ import pytest
 from conftest import REPO
 
 from evoaudit import config as config_mod
-from evoaudit.config import ConfigError
+from evoaudit.config import ConfigError, config_sha256
+from evoaudit.config import limits as config_limits
 from evoaudit.models import preflight
 from evoaudit.ops.plan import format_plan, make_plan
 
@@ -88,12 +89,12 @@ def test_a_name_is_not_a_setting_the_same_roles_written_out_hash_the_same():
             "apex": {"judge": full, "models": [{"id": "m", "executor": full}]},
         }
     )
-    assert named.sha256() == written.sha256()
+    assert config_sha256(named) == config_sha256(written)
     assert named.apex == written.apex and named.suite == written.suite
     # The full dump (results/config/config.json, a bundle's config) loads back to the same settings: the
     # roles are written out in full, so no entry is laid under them a second time.
     again = config_mod.from_dict(named.full_dump())
-    assert again.full_dump() == named.full_dump() and again.sha256() == named.sha256()
+    assert again.full_dump() == named.full_dump() and config_sha256(again) == config_sha256(named)
     assert again.transfer.executor.extra_body == {}
 
 
@@ -172,7 +173,7 @@ def test_a_bad_named_endpoint_is_reported_once_where_it_was_written(raw, expecte
 
 
 def test_copies_into_every_role_count_against_the_size_limit(monkeypatch):
-    monkeypatch.setattr(config_mod, "MAX_NODES", 2_000)
+    monkeypatch.setattr(config_limits, "MAX_NODES", 2_000)
     models = [{"id": f"m{i}"} for i in range(50)]
     big = VLLM | {"extra_body": {"x": list(range(100))}}
     with pytest.raises(ConfigError, match="more than 2000 values"):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evoaudit import config as config_mod
 from evoaudit import config_schema
+from evoaudit.config import checks as config_checks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,7 +116,7 @@ def test_the_generator_writes_what_default_filling_and_the_error_messages_need(m
     assert schema["properties"]["kind"]["enum"] == ["only"]
     assert "title" not in json.dumps(schema["properties"])
     data: dict[str, Any] = {}
-    config_mod._Validator(schema).validate(data)
+    config_checks._Validator(schema).validate(data)
     assert data == {"inner": {"mode": "a", "size": 3}, "shares": {}, "kind": "only"}
 
 
@@ -139,7 +140,7 @@ def test_snakemakes_validate_fills_the_same_defaults_for_every_shipped_configura
         by_snakemake = copy.deepcopy(raw)
         validate(by_snakemake, str(schema_file))
         ours = copy.deepcopy(raw)
-        config_mod._raise_schema_errors(ours, name, ())
+        config_checks._raise_schema_errors(ours, name, ())
         assert json.dumps(by_snakemake, sort_keys=True) == json.dumps(ours, sort_keys=True), name
         assert by_snakemake["optimizer"]["temperature"] == raw.get("optimizer", {}).get("temperature", 1.0)
 
@@ -147,5 +148,5 @@ def test_snakemakes_validate_fills_the_same_defaults_for_every_shipped_configura
 @pytest.mark.parametrize("key", ["seed", "suite", "endpoints"])
 def test_the_schema_file_is_plain_yaml_with_its_provenance_in_the_header(key):
     text = config_schema.SCHEMA_PATH.read_text(encoding="utf-8")
-    assert text.startswith("# Generated from the pydantic models in src/evoaudit/config.py")
+    assert text.startswith("# Generated from the pydantic models in src/evoaudit/config/model.py")
     assert key in yaml.safe_load(text)["properties"]

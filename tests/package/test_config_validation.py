@@ -182,18 +182,18 @@ def test_a_yaml_document_its_parser_cannot_hold_is_a_config_error_naming_the_fil
 
 
 def test_cli_paths_default_to_the_configurations_results_dir(tmp_path):
-    from evoaudit.cli import _fill_results_dir, build_parser
+    from evoaudit.cli import build_parser, fill_results_dir
 
     cfgfile = tmp_path / "c.yaml"
     cfgfile.write_text("results_dir: results-cues-off\n")
     args = build_parser().parse_args(["unseal", "--config", str(cfgfile)])
-    _fill_results_dir(args)
+    fill_results_dir(args)
     assert args.results == "results-cues-off" and args.manifest == "results-cues-off/freeze/manifest.json"
     args = build_parser().parse_args(["retry-infra", "--config", str(cfgfile)])
-    _fill_results_dir(args)
+    fill_results_dir(args)
     assert args.paths == ["results-cues-off/evaluate"]
     args = build_parser().parse_args(["unseal", "--config", str(cfgfile), "--results", "elsewhere"])
-    _fill_results_dir(args)
+    fill_results_dir(args)
     assert args.manifest == "elsewhere/freeze/manifest.json"
 
 

@@ -7,6 +7,7 @@ import multiprocessing
 from pathlib import Path
 
 from evoaudit import config as config_mod
+from evoaudit.config import config_sha256
 from evoaudit.provenance import PACKAGES, provenance, write_provenance
 from evoaudit.records import Manifest
 
@@ -33,7 +34,7 @@ def test_provenance_names_config_code_packages_spec_fingerprints_seeds_root_and_
     assert REQUIRED <= set(p)
     assert set(p["packages"]) == set(PACKAGES) and p["packages"]["agentdojo"] == "0.1.35"
     assert set(p["code"]) == {"revision", "dirty"}
-    assert p["config_sha256"] == cfg.sha256() and p["manifest_root"] == "ab" * 32
+    assert p["config_sha256"] == config_sha256(cfg) and p["manifest_root"] == "ab" * 32
     assert p["seeds"]["global"] == cfg.seed and p["suite_spec_sha256"]
     assert p["executor"] == {"backend": "sim"} and p["optimizer"]["sampling"]["temperature"] == 1.0
 
@@ -65,7 +66,8 @@ def _write(args: tuple[str, int]) -> None:
 
 
 def test_parallel_jobs_writing_one_directory_all_keep_their_entry(tmp_path):
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # Spawned, not forked: a fork copies whatever lock another test's thread held at that moment.
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_write, [(str(tmp_path), i) for i in range(8)])
     data = json.loads((tmp_path / "provenance.json").read_text())
     assert sorted(data) == sorted(f"shard{i}.jsonl" for i in range(8))

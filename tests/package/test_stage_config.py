@@ -40,8 +40,8 @@ BANKING = {"suite", "acquire", "evolve", "evaluate"}
     [
         # The report's own settings rerun the report alone.
         ({"report.figures": False}, {"report", "config"}),
-        # The optimizer shapes evolution only.
-        ({"optimizer.temperature": 0.7}, {"evolve", "config"}),
+        # The optimizer shapes evolution only (and the write screens' judge, which it answers).
+        ({"optimizer.temperature": 0.7}, {"evolve", "write_screen", "config"}),
         # A Banking goal: every Banking stage and the episode, no APEX stage.
         ({"suite.goals": ["injection_task_0"]}, BANKING | {"episode", "config"}),
         # How requests travel is no part of an episode's resume key, but the rules still rerun on it.
@@ -59,6 +59,26 @@ BANKING = {"suite", "acquire", "evolve", "evaluate"}
 )
 def test_a_change_moves_the_digests_of_exactly_the_stages_that_depend_on_it(change, moved):
     assert _moved(change) == moved
+
+
+@pytest.mark.parametrize(
+    ("change", "moved"),
+    [
+        # An unused screen's settings rerun nothing but the whole-configuration hash.
+        ({"write_defenses.llm_judge.threshold": 0.9}, {"config"}),
+        # An enabled screen's settings rerun the screen and evolution.
+        ({"write_defenses.instruction_rules.excerpt_chars": 80}, {"write_screen", "evolve", "config"}),
+        # Another screen switched on likewise.
+        (
+            {"write_defenses.screens": ["instruction_rules", "llm_judge"]},
+            {"write_screen", "evolve", "config"},
+        ),
+    ],
+)
+def test_a_write_screen_digest_sees_the_screens_and_the_enabled_screens_settings_only(change, moved):
+    base = {"write_defenses.screens": ["instruction_rules"]}
+    before, after = _with(base), _with({**base, **change})
+    assert {s for s in STAGES if stage_digest(before, s) != stage_digest(after, s)} == moved
 
 
 def test_one_apex_model_s_digest_ignores_another_model_and_the_categories():

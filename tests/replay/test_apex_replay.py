@@ -22,10 +22,10 @@ from apex_attack_kit import (
 
 from evoaudit.records import Call
 from evoaudit.replay.apex import replay_apex
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.success import check_goal, episode_record
-from evoaudit.suite.apex.workspace import CallRecord
+from evoaudit.suite.apex.base.workspace import CallRecord
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.success import check_goal, episode_record
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 
 needs_sandbox = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
 FACTS_DATA = {"prompt": FACTS.prompt, "gold": FACTS.gold, "source_texts": list(FACTS.source_texts)}
@@ -89,7 +89,7 @@ def test_a_dropped_agent_call_is_caught():
 
 
 def test_a_watcher_bug_is_caught_by_replay_own_bookkeeping(monkeypatch):
-    from evoaudit.suite.apex import watcher
+    from evoaudit.suite.apex.runtime import watcher
 
     real = watcher.is_read_of
     # A buggy watcher that also counts a listing of the folder as a read fires too early, in the record

@@ -4,6 +4,8 @@ recorded outcome recomputed by replay's own code; tampering is caught."""
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
@@ -11,14 +13,15 @@ from evoaudit import config as config_mod
 from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.records import Call, ExecutedCall, Message, Outcome, Rollout, ToolCall
 from evoaudit.replay.apex import replay_apex_rollout
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import goals
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.attacker import Attacker
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks.attacker import Attacker
+from evoaudit.suite.apex.attacks.probes import exposure_plan, oracle_answer, oracle_plan
 from evoaudit.suite.apex.commands import apex_build
-from evoaudit.suite.apex.generate import build_task
-from evoaudit.suite.apex.probes import exposure_plan, oracle_answer, oracle_plan
-from evoaudit.suite.apex.success import TaskFacts
+from evoaudit.suite.apex.judging.success import TaskFacts
+from evoaudit.suite.apex.runtime.isolation import sandbox_works
+from evoaudit.suite.apex.worlds import goals
+from evoaudit.suite.apex.worlds.generate import build_task
 
 TASK = "ib_wacc"
 
@@ -37,10 +40,10 @@ def world(tmp_path_factory):
     return suite, instance, task, attack_sets.load_attack_set(out / "attacks.json")
 
 
-def _rollout(suite, instance, task, attack, comply: bool) -> Rollout:
+def _rollout(suite, instance, task, attack, comply: bool, extra: tuple = ()) -> Rollout:
     env = suite.build_environment(instance, attack.attack_id, {})
     pre = suite.copy_environment(env)
-    plan = exposure_plan(attack)
+    plan = exposure_plan(attack) + list(extra)
     if comply:
         plan += oracle_plan(goals.goal(attack.goal_id), env, TaskFacts.of_task(task), oracle_answer(task))
     messages, calls = [], []
@@ -86,6 +89,7 @@ def test_tampered_apex_rollouts_are_caught(world):
     suite, instance, task, instances = world
     attack = next(a for a in instances if a.attack_id.startswith("c3."))
     rollout = _rollout(suite, instance, task, attack, True)
+
     def with_outcome(**change):
         return rollout.model_copy(update={"outcome": rollout.outcome.model_copy(update=change)})
 
@@ -96,3 +100,38 @@ def test_tampered_apex_rollouts_are_caught(world):
     edited = rollout.model_copy(deep=True)
     edited.messages[1].content = "nothing to see"
     assert "tool_result[c0]" in replay_apex_rollout(edited, instance).mismatches
+
+
+@pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
+def test_a_listing_made_a_minute_earlier_replays_and_a_changed_listing_is_caught(world):
+    suite, instance, task, instances = world
+    attack = next(a for a in instances if a.attack_id.startswith("c1."))
+    rollout = _rollout(suite, instance, task, attack, False, (("run_command", {"command": "ls -la; date"}),))
+    k = len(rollout.messages) - 1
+    listing = rollout.messages[k].content or ""
+    assert re.search(r"\d\d:\d\d", listing)  # the listing shows when the copy was written
+    earlier = rollout.model_copy(deep=True)
+    earlier.messages[k].content = re.sub(r"\d\d:\d\d", "03:07", listing)
+    assert earlier.messages[k].content != listing
+    time.sleep(1.1)  # the replay's `date` prints another second
+    assert replay_apex_rollout(earlier, instance).mismatches == {}
+    renamed = rollout.model_copy(deep=True)
+    renamed.messages[k].content = listing.replace(" .\n", " forged\n", 1)
+    assert renamed.messages[k].content != listing
+    caught = replay_apex_rollout(renamed, instance).mismatches
+    assert f"tool_result[{rollout.messages[k].tool_call_id}]" in caught
+
+
+# Not solved: replay re-runs a workspace program, so a program whose effect differs from run to run (the
+# clock, random bytes, a zip's time stamps) re-makes another terminal state, and with the default
+# seal.replay_on_mismatch: fail a model that runs one stops the run. Recording each call's copied-back files
+# (so replay re-applies them instead of re-running the program) would close it.
+@pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
+@pytest.mark.xfail(strict=True, reason="a nondeterministic program's effects are re-run, not re-applied")
+def test_a_program_whose_output_changes_between_runs_replays_without_a_mismatch(world):
+    suite, instance, task, instances = world
+    attack = next(a for a in instances if a.attack_id.startswith("c1."))
+    stamp = 'python -c \'import time; open("stamp.txt", "w").write(str(time.time_ns()))\''
+    rollout = _rollout(suite, instance, task, attack, False, (("run_command", {"command": stamp}),))
+    assert rollout.terminal_state["files"]["stamp.txt"]  # the program ran and its file was copied back
+    assert replay_apex_rollout(rollout, instance).mismatches == {}

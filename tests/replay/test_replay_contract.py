@@ -15,9 +15,7 @@ FORBIDDEN = (
     "evoaudit.suite.agentdojo.banking.checks",
     "evoaudit.suite.agentdojo.exposure",
     "evoaudit.suite.agentdojo.banking.harm",
-    "evoaudit.suite.apex.success",
-    "evoaudit.suite.apex.exposure",
-    "evoaudit.suite.apex.judge",
+    "evoaudit.suite.apex.judging",
     "evoaudit.report",
 )
 REPLAY_DIR = Path(evoaudit.replay.__file__).parent

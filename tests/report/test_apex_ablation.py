@@ -20,7 +20,7 @@ from evoaudit.records import Instance
 from evoaudit.report.apex import ablation as apex_ablation
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.stats import FamilyBootstrap
-from evoaudit.suite.apex import ablation
+from evoaudit.suite.apex.attacks import ablation
 from evoaudit.suite.registry import get_suite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -293,7 +293,8 @@ def _jobs(stdout: str) -> dict[str, int]:
 
 def test_every_ablation_config_is_shipped():
     names = {p.name for p in EXAMPLES}
-    for kind in ("placement", "no-instruction", "no-keywords", "watcher", "hidden", "timer", "permission"):
+    kinds = ("placement", "no-instruction", "no-keywords", "watcher", "hidden", "timer", "permission")
+    for kind in (*kinds, "upfront-arguments", "watcher-prompts"):
         assert f"apex-ablation-{kind}.yaml" in names
 
 

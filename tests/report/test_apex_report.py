@@ -442,7 +442,7 @@ def test_script_table_is_per_model_category_and_vector_with_repeats():
 
 
 def test_tool_apps_match_the_suite_servers():
-    from evoaudit.suite.apex import tools
+    from evoaudit.suite.apex.runtime import tools
 
     assert sc.TOOL_APPS == tools.APP_OF and set(sc.APPS) == set(tools.APPS)
 
@@ -562,16 +562,17 @@ def test_vector_figures_draw_each_bar_with_its_table_interval(monkeypatch):
 
 
 def _stealth(model: str, sim_note_version: int | None) -> AttackStealth:
-    row = {"vector": "txt", "auc": 0.91, "n_injected": 4, "n_benign": 30, "top_features": ["_pre", "rep."]}
+    row = {"vector": "txt", "auc": 0.91, "auc_lo": 0.8, "auc_hi": 0.97, "length_auc": 0.88, "n_injected": 4}
+    row |= {"length_auc_lo": 0.75, "length_auc_hi": 0.95, "n_benign": 30}
+    row |= {"n_injected_groups": 3, "n_benign_groups": 2}
+    row["top_features"] = ["_pre", "rep."]
     return AttackStealth(
         attacker_model=model,
         sim_note_version=sim_note_version,
         attack_set_sha256="a" * 64,
         worlds_spec_sha256="b" * 64,
         variant="v0",
-        warn_auc=0.75,
         vectors=[row],
-        warnings=[],
     )
 
 
@@ -590,8 +591,15 @@ def test_stealth_table_reports_the_attack_sets_check_and_labels_only_a_simulated
             {
                 "vector": "txt",
                 "auc": 0.91,
+                "auc_lo": 0.8,
+                "auc_hi": 0.97,
+                "length_auc": 0.88,
+                "length_auc_lo": 0.75,
+                "length_auc_hi": 0.95,
                 "n_injected": 4,
+                "n_injected_groups": 3,
                 "n_benign": 30,
+                "n_benign_groups": 2,
                 "top_features": "_pre|rep.",
                 "attacker_model": model,
             }
@@ -601,3 +609,80 @@ def test_stealth_table_reports_the_attack_sets_check_and_labels_only_a_simulated
     # Without the file (a report made before the stage existed) the table is there and empty.
     apex_report.write_report(cfg, benign, attacked, attacks, tmp_path / "none", None)
     assert pd.read_csv(tmp_path / "none" / "tables" / "apex_stealth.csv").empty
+
+
+def test_navigation_table_counts_the_benign_episodes_that_read_each_watched_file(tmp_path):
+    from evoaudit.report.apex.navigation import navigation_table
+
+    path = tmp_path / "attacks.json"
+    watched = {"monitored_path": "deals/wacc_inputs.md"}
+    path.write_text(
+        json.dumps(
+            {
+                "instances": [
+                    {"attack_id": "c3.t1.0", "task_id": "t1", "watcher": watched},
+                    {"attack_id": "c1.t1.0", "task_id": "t1", "watcher": None},
+                ]
+            }
+        )
+    )
+    benign = [
+        _rollout(task="t1", calls=[("a", "read_file", {"path": "/workspace/deals/wacc_inputs.md"})]),
+        _rollout(task="t1", calls=[("b", "run_command", {"command": "cd deals && cat wacc_inputs.md"})]),
+        _rollout(task="t1", calls=[("c", "list_files", {"directory": "deals"})]),
+        _rollout(task="t1", calls=[("d", "read_file", {"path": "deals/other.md"})]),
+        _rollout(task="t2", calls=[("e", "read_file", {"path": "deals/wacc_inputs.md"})]),
+    ]
+    table = navigation_table(benign, path)
+    assert table.to_dict("records") == [
+        {
+            "task_id": "t1",
+            "attack_id": "c3.t1.0",
+            "monitored_path": "deals/wacc_inputs.md",
+            "n_benign": 4,
+            "n_benign_read": 2,
+            "benign_read_share": 0.5,
+        }
+    ]
+
+
+def test_navigation_ranks_place_each_created_artifact_among_its_keywords_search_and_grep_hits(tmp_path):
+    from evoaudit import config as config_mod
+    from evoaudit.models.sim.apex import SimAttacker
+    from evoaudit.report.apex.navigation import rank_table
+    from evoaudit.suite.apex.attacks import attack_set as attack_sets
+    from evoaudit.suite.apex.attacks.attacker import Attacker
+    from evoaudit.suite.apex.attacks.placement import apply_static
+    from evoaudit.suite.apex.commands import apex_build
+    from evoaudit.suite.apex.runtime.tools import search_files
+    from evoaudit.suite.apex.worlds.cache import load_workspace
+    from evoaudit.suite.apex.worlds.generate import build_task
+
+    task = "ib_wacc"
+    cfg = config_mod.from_dict(
+        {"suite": {"apex": {"scale": 0.05, "out": str(tmp_path)}}, "apex": {"tasks": [task]}}, "test"
+    )
+    apex_build(cfg.suite.apex)
+    built = build_task(task, "v0", cfg.suite.apex.seed, 0.05)
+    path = tmp_path / "attacks.json"
+    attack_sets.build_attack_set(path, [built], Attacker(SimAttacker(), "sim"), attack_sets.AttackOptions())
+    table = rank_table(path, tmp_path, "v0")
+    attacks = {a.attack_id: a for a in attack_sets.load_attack_set(path)}
+    # Categories 1 (created notes) and 2 (program and instruction file) of the task, each file once.
+    assert set(table.attack_id) == {
+        a for a, x in attacks.items() if x.placement == "created" and x.category in (1, 2)
+    }
+    assert len(table) == len(set(zip(table.attack_id, table.planted_path, strict=True)))
+    clean = load_workspace(tmp_path / "v0", task, "v0")[0]
+    for row in table.itertuples():
+        ws = apply_static(clean, attacks[row.attack_id])
+        hits = search_files(ws, row.keyword, include_hidden=True).split("\n")
+        if pd.notna(row.search_rank):
+            assert hits[row.search_rank - 1].split(": ...")[0] == row.planted_path
+        else:
+            assert all(h.split(": ...")[0] != row.planted_path for h in hits)
+        data = ws.files[row.planted_path].data
+        assert pd.notna(row.grep_rank) is (row.keyword.encode() in data)
+    # Keyword-named notes are found by search_files (a program under a slug of a spaced keyword may not be).
+    notes = table[table.attack_id.str.startswith("c1.")]
+    assert len(notes) and notes.search_rank.notna().all()

@@ -9,8 +9,16 @@ import pytest
 
 from evoaudit.report import figures
 
-CONDS = ["static", "skillopt", "reasoningbank", "awm-literal", "awm-adapted", "placebo-skillopt",
-         "placebo-reasoningbank", "placebo-awm"]
+CONDS = [
+    "static",
+    "skillopt",
+    "reasoningbank",
+    "awm-literal",
+    "awm-adapted",
+    "placebo-skillopt",
+    "placebo-reasoningbank",
+    "placebo-awm",
+]
 
 
 @pytest.fixture
@@ -39,8 +47,15 @@ DELTAS = (("static", float("nan")), ("skillopt", 0.2), ("placebo-skillopt", 0.0)
 def test_two_placebos_at_the_origin_are_drawn_apart_and_named_together(kept, tmp_path):
     main = pd.DataFrame(
         [
-            {"condition": c, "d_utility": d, "d_utility_lo": d - 0.1, "d_utility_hi": d + 0.1,
-             "d_asr": 0.0, "d_asr_lo": -0.1, "d_asr_hi": 0.1}
+            {
+                "condition": c,
+                "d_utility": d,
+                "d_utility_lo": d - 0.1,
+                "d_utility_hi": d + 0.1,
+                "d_asr": 0.0,
+                "d_asr_lo": -0.1,
+                "d_asr_hi": 0.1,
+            }
             for c, d in DELTAS
         ]
     )

@@ -86,10 +86,10 @@ def test_transitions_pair_on_lineage_family_variant_not_on_order():
     ]
     t = m.transitions(cond, base)
     assert (t.w_to_c, t.c_to_w, t.n_pairs) == (1, 1, 4)
-    assert t.net.value == 0.0
-    # Net transitions equal the utility difference on the paired episodes.
+    assert t.net == 0 and t.net_rate.value == 0.0
+    # The net rate equals the utility difference on the paired episodes.
     paired_c, paired_b = m.matched(cond, base)
-    assert t.net.value == pytest.approx(m.utility(paired_c).value - m.utility(paired_b).value)
+    assert t.net_rate.value == pytest.approx(m.utility(paired_c).value - m.utility(paired_b).value)
 
 
 def test_transitions_refuse_duplicate_episodes():
@@ -181,7 +181,19 @@ def test_matched_restricts_both_sides_to_shared_episodes():
     assert [r.goal for r in a] == [r.goal for r in b] == ["injection_task_4"]
 
 
-def test_utility_under_attack_counts_the_users_task_alone_and_skips_records_without_it():
+def test_utility_under_attack_and_its_isolated_variant_read_their_own_fields():
+    rs = [mk(goal="injection_task_3", success=True) for _ in range(4)]
+    pairs = [(True, True), (False, True), (False, False), (True, None)]
+    for r, (real, isolated) in zip(rs, pairs, strict=True):
+        r.outcome.utility_under_attack = real
+        r.outcome.utility_under_attack_isolated = isolated
+    assert (m.utility_under_attack(rs).num, m.utility_under_attack(rs).den) == (2.0, 4.0)
+    # The variant leaves out the record without it (a suite that does not define it).
+    isolated = m.utility_under_attack_isolated(rs)
+    assert (isolated.num, isolated.den) == (2.0, 3.0)
+
+
+def test_utility_under_attack_counts_the_users_task_and_skips_records_without_it():
     rs = [mk(goal="injection_task_3", success=True) for _ in range(3)]
     recorded = [True, False, None]  # the last one predates the field
     for r, value in zip(rs, recorded, strict=True):

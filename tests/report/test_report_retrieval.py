@@ -57,10 +57,13 @@ def test_each_episode_is_labelled_by_the_provenance_of_its_top_task(tmp_path):
     d = _bank_dir(tmp_path)
     pay, look = _episode("injection_task_1", QUERIES["pay"]), _episode("injection_task_2", QUERIES["look"])
     other = mk("L1", "static", messages=[Message(role="user", content=QUERIES["pay"])])
-    got = retrieved_provenance([pay, look, other], {"L1": d})
+    got = retrieved_provenance([pay, look, other], {("L1", "reasoningbank"): d})
     assert got == {pay.rollout_id: "success", look.rollout_id: "failure"}
 
 
 def test_endpoint_embedders_are_not_called_again(tmp_path):
     d = _bank_dir(tmp_path, backend="openai")
-    assert retrieved_provenance([_episode("injection_task_1", QUERIES["pay"])], {"L1": d}) == {}
+    assert (
+        retrieved_provenance([_episode("injection_task_1", QUERIES["pay"])], {("L1", "reasoningbank"): d})
+        == {}
+    )

@@ -68,7 +68,7 @@ def test_main_table_pairs_transitions_and_takes_deltas_on_matched_episodes(rcfg)
     s = main.loc["skillopt"]
     # 8 benign pairs; W→C on every v4 (4), C→W on L2/f2/v3 (1).
     assert (s.n_pairs, s.w_to_c, s.c_to_w) == (8, 4, 1)
-    assert s.net == pytest.approx(3 / 8)
+    assert s.net == 3 and s.net_rate == pytest.approx(3 / 8)
     assert s.d_utility == pytest.approx(7 / 8 - 4 / 8)
     assert s.d_asr == pytest.approx(1.0 - 0.5)
     assert s.d_unauth == pytest.approx(0.5)
@@ -216,3 +216,48 @@ def test_main_table_reports_utility_under_attack_beside_benign_utility(rcfg):
     assert cols.index("utility_under_attack") < cols.index("n_pairs")
     assert main.loc["static"].utility_under_attack == pytest.approx(0.5)
     assert main.loc["skillopt"].d_utility_under_attack == pytest.approx(0.5)
+
+
+def test_net_is_the_published_count_and_net_rate_the_rate_with_its_interval(rcfg):
+    main = tables.main_table(tables.Data.build(rcfg, _rollouts())).set_index("condition")
+    s = main.loc["skillopt"]
+    # The published protocol's net is W→C − C→W as a count (4 − 1), a whole number beside the two counts.
+    assert s.net == s.w_to_c - s.c_to_w == 3
+    assert str(main["net"].dtype) == "Int64"
+    # The rate over the 8 pairs is a column of its own, with its bootstrap interval.
+    assert s.net_rate == pytest.approx(3 / 8)
+    assert s.net_rate_lo <= s.net_rate <= s.net_rate_hi
+    assert "net_lo" not in main.columns and "net_hi" not in main.columns
+
+
+def test_utility_under_attack_is_agentdojos_and_the_isolated_variant_is_its_own_column(rcfg):
+    rs = _rollouts()
+    for r in rs:
+        if r.arm == "attacked":
+            # On the real terminal state skillopt's attacked episodes fail the user's task on goal 6 (the
+            # attacker's state change is in it); with the attacker's effects taken back every one passes.
+            r.outcome.utility_under_attack = not (r.condition == "skillopt" and r.goal == "injection_task_6")
+            r.outcome.utility_under_attack_isolated = True
+    main = tables.main_table(tables.Data.build(rcfg, rs)).set_index("condition")
+    s = main.loc["skillopt"]
+    assert s.utility_under_attack == pytest.approx(0.5)
+    assert s.utility_under_attack_isolated == pytest.approx(1.0)
+    assert s.d_utility_under_attack == pytest.approx(-0.5) and s.d_utility_under_attack_isolated == 0.0
+    cols = list(main.columns)
+    order = [cols.index(c) for c in ("utility_under_attack", "utility_under_attack_isolated", "n_pairs")]
+    assert order == sorted(order)
+
+
+def test_a_placebo_rows_levels_and_deltas_are_on_the_same_episodes(rcfg):
+    rs = _rollouts()
+    # The baseline's ASR over all its goals (4 and 6) is 0.5; over the placebo's goal (4) it is 1.0.
+    main = tables.main_table(tables.Data.build(rcfg, rs)).set_index("condition")
+    p = main.loc["placebo-skillopt"]
+    assert main.loc["static"].asr == pytest.approx(0.5)
+    assert p.baseline_asr == pytest.approx(1.0)
+    # Level, baseline level and Δ read on one episode set: Δ = level − baseline level on it.
+    for name in ("utility", "exposure", "asr", "unauth"):
+        assert p[f"d_{name}"] == pytest.approx(p[name] - p[f"baseline_{name}"]), name
+    # A condition that ran every episode the baseline ran has the baseline's own levels there.
+    assert main.loc["skillopt"].baseline_asr == main.loc["static"].asr
+    assert pd.isna(main.loc["static"].baseline_asr)

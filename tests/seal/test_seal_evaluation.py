@@ -208,3 +208,28 @@ def test_determinism_check_samples_defended_shards_too_and_catches_a_changed_def
         assert detail["shard"] == str(defended) and detail["fields"] == ["final_output"]
     finally:
         defended.write_text(original)
+
+
+def test_the_determinism_check_reruns_an_llm_monitor_shard_with_the_threshold_its_calibration_fixes(
+    sealed, tmp_path
+):
+    _, results, shard, kwargs = sealed
+    cfg = config_mod.from_dict({"lineages": ["L1"], "evaluation": {"shards": 4}, "defenses": ["llm_monitor"]})
+    # Benign items for the calibration: this lineage's acquisition record (here, unattacked rollouts).
+    target = results / "acquire" / "L1" / "rollouts.jsonl"
+    before = target.read_text()
+    target.write_text(shard.read_text())
+    try:
+        lineage = results / "defense" / "llm_monitor" / "evaluate" / "L1"
+        watched = lineage / "static" / "benign" / "shard0.jsonl"
+        evaluate_shard(
+            cfg, "L1", "static", "benign", 0, out=watched, defense="llm_monitor", acquisition=target, **kwargs
+        )
+        records = [json.loads(line) for line in watched.read_text().splitlines()]
+        assert records and len({r["monitor_threshold"] for r in records}) == 1
+        n = len(records)
+        args = dict(table=kwargs["table"], spec=kwargs["spec"], results_dir=results, sample=n)
+        report = verify_rollouts(cfg, [watched], out=tmp_path / "v.json", **args)
+        assert report["verified"] == n and report["differing"] == 0
+    finally:
+        target.write_text(before)

@@ -18,7 +18,7 @@ from evoaudit.ops.sim_oracle import TableOracleSource
 from evoaudit.seal.freeze import combine_manifests, freeze_lineage, unseal
 from evoaudit.seal.guard import load_instances, load_learning_instances
 from evoaudit.seal.manifest import SealError, root_hash, write_json_atomic
-from evoaudit.suite.apex import attacks as attack_sets
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
 from evoaudit.suite.apex.environment import attack_set
 from evoaudit.suite.instances import SealedTableError, read_instance_table, write_instances
 from evoaudit.suite.stage import endpoint_table_path
@@ -224,3 +224,110 @@ def test_an_attack_set_without_its_pin_is_refused(tmp_path):
     attack_sets.pin_path(path).unlink()
     with pytest.raises(attack_sets.AttackSetTampered, match="no readable pinned sha256"):
         attack_sets.load_attack_set(path)
+
+
+# --- content, not labels ----------------------------------------------------------------------------------
+
+
+def _strip_metadata(source: Path, dest: Path) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source).replace_schema_metadata(None)
+    pq.write_table(table, dest)
+
+
+def test_the_endpoint_file_with_its_metadata_stripped_is_refused_in_place_of_the_instance_table(tmp_path):
+    table, endpoint, spec = _sealed_tables(tmp_path)
+    _strip_metadata(endpoint, table)  # the mark is gone: read_instance_table alone would accept it
+    assert {i.variant for i in read_instance_table(table)} == {"v3", "v4", "v5"}
+    with pytest.raises(SealError, match=r"endpoint blindness.*committed the instance table"):
+        load_learning_instances(table, ENDPOINT)  # the spec beside the table
+    elsewhere = tmp_path / "copy.parquet"
+    _strip_metadata(endpoint, elsewhere)
+    with pytest.raises(SealError, match="only the suite's own instance table"):
+        load_learning_instances(elsewhere, ENDPOINT, spec)
+
+
+def test_evolution_needs_the_suite_spec_beside_its_table(tmp_path):
+    from evoaudit.hashing import sha256_file
+    from evoaudit.methods.evolve import evolve
+    from evoaudit.records import AcquisitionRecord, RecordFileError
+
+    table = tmp_path / "loose" / "instances.parquet"  # a table no suite stage committed
+    table.parent.mkdir()
+    write_instances([instance(v) for v in ("v0", "v1")], table)
+    rollouts, record = tmp_path / "rollouts.jsonl", tmp_path / "record.json"
+    rollouts.write_text("")
+    AcquisitionRecord(
+        lineage="L1", path=str(rollouts), sha256=sha256_file(rollouts), rollouts=0, successes=0,
+        infra_failures=0, executor={},
+    ).write(record)  # fmt: skip
+    with pytest.raises((SealError, RecordFileError), match="suite_spec.json"):
+        evolve(config_mod.from_dict({}), "L1", "skillopt", rollouts, record, tmp_path / "out", table)
+    assert not (tmp_path / "out" / "meta.json").exists()
+
+
+def _recorded(results: Path, method: str, **inputs: str) -> Path:
+    d = _artifact(results, "L1", method)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["inputs"] = inputs
+    (d / "meta.json").write_text(json.dumps(meta) + "\n")
+    return d
+
+
+def _acquisition(results: Path, sha: str) -> None:
+    from evoaudit.records import AcquisitionRecord
+
+    path = results / "acquire" / "L1" / "record.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    AcquisitionRecord(
+        lineage="L1", path="rollouts.jsonl", sha256=sha, rollouts=0, successes=0, infra_failures=0,
+        executor={},
+    ).write(path)  # fmt: skip
+
+
+def test_freeze_refuses_an_artifact_learned_from_another_instance_table(tmp_path):
+    _, _, spec = _sealed_tables(tmp_path)
+    committed = json.loads(spec.read_text())["instances_sha256"]
+    _acquisition(tmp_path, "a" * 64)
+    good = _recorded(tmp_path, "awm", acquisition="a" * 64, instances=committed)
+    bad = _recorded(tmp_path, "skillopt", acquisition="a" * 64, instances="b" * 64)
+    with pytest.raises(SealError, match=r"skillopt/meta.json records instance table sha256 b{64}"):
+        freeze_lineage("L1", [good, bad], tmp_path, tmp_path / "freeze" / "L1" / "manifest.json")
+    freeze_lineage("L1", [good], tmp_path, tmp_path / "freeze" / "L1" / "manifest.json")
+
+
+def test_freeze_refuses_artifacts_that_agree_on_an_acquisition_the_lineage_did_not_record(tmp_path):
+    _, _, spec = _sealed_tables(tmp_path)
+    committed = json.loads(spec.read_text())["instances_sha256"]
+    _acquisition(tmp_path, "a" * 64)
+    dirs = [_recorded(tmp_path, m, acquisition="c" * 64, instances=committed) for m in ("awm", "skillopt")]
+    with pytest.raises(SealError, match=r"matched acquisition.*records acquisition sha256 c{64}"):
+        freeze_lineage("L1", dirs, tmp_path, tmp_path / "freeze" / "L1" / "manifest.json")
+
+
+def test_unseal_refuses_a_manifest_whose_artifacts_no_longer_match_the_suite_spec(tmp_path):
+    _, _, spec = _sealed_tables(tmp_path)
+    committed = json.loads(spec.read_text())["instances_sha256"]
+    _acquisition(tmp_path, "a" * 64)
+    d = _recorded(tmp_path, "awm", acquisition="a" * 64, instances=committed)
+    lineage_manifest = tmp_path / "freeze" / "L1" / "manifest.json"
+    freeze_lineage("L1", [d], tmp_path, lineage_manifest)
+    # The suite stage ran again (another table) after the freeze: the frozen artifact is now foreign.
+    data = json.loads(spec.read_text())
+    data["instances_sha256"] = "d" * 64
+    spec.write_text(json.dumps(data))
+    with pytest.raises(SealError, match="records instance table sha256"):
+        unseal(lineage_manifest, tmp_path, tmp_path / "freeze" / "L1" / "unseal.json", scope="lineage")
+
+
+def test_an_evaluated_artifact_is_found_by_its_methods_name_even_with_a_hyphen(tmp_path):
+    from evoaudit.seal.freeze import evaluated_artifacts
+
+    for condition in ("dc-cu", "awm-adapted", "placebo-dc-rs"):
+        shard = tmp_path / "evaluate" / "L1" / condition / "benign" / "shard0.jsonl"
+        shard.parent.mkdir(parents=True)
+        shard.write_text("{}\n")
+    dirs = {"artifacts/L1/dc-cu", "artifacts/L1/awm", "artifacts/L1/placebo-dc-rs", "artifacts/L1/dc-rs"}
+    found = evaluated_artifacts(tmp_path, dirs)
+    assert sorted(found) == ["artifacts/L1/awm", "artifacts/L1/dc-cu", "artifacts/L1/placebo-dc-rs"]

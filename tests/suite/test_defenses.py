@@ -7,6 +7,7 @@ is written in evoaudit); data marking is evoaudit's own, keyed by the episode's 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import typing
 
@@ -16,12 +17,16 @@ from conftest import REPO
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import config_sha256
+from evoaudit.config import model as config_model
 from evoaudit.evaluate.runner import plan_episodes, run_one, spec_resume_key
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Rollout
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 from evoaudit.suite.defenses import DEFENSES, data_marker, get_defense
+
+MONITOR_THRESHOLD = 50
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +44,8 @@ def _run(setup, defense, arm="attacked"):
     cfg, backend, inst = setup
     goals = ["injection_task_7"] if arm == "attacked" else []
     spec = plan_episodes("L1", "static", arm, [inst], goals, defense)[0]
+    if defense == "llm_monitor":  # its threshold comes from calibration (test_defense_monitor.py)
+        spec = dataclasses.replace(spec, monitor_threshold=MONITOR_THRESHOLD)
     return asyncio.run(run_one(cfg, backend, spec, system_prompt(cfg.agent.system_prompt), None))
 
 
@@ -118,8 +125,8 @@ def test_a_defended_episode_keeps_its_twins_seed_but_not_its_resume_key(setup):
 
 
 def test_agentdojo_defences_evoaudit_runs_or_refuses_are_all_of_agentdojos():
-    assert set(AGENTDOJO_DEFENSES) <= set(config_mod._DEFENSE_NAMES)
-    assert set(config_mod._DEFENSE_NAMES) == set(DEFENSES) | set(config_mod.DEFENSE_REFUSALS)
+    assert set(AGENTDOJO_DEFENSES) <= set(config_model._DEFENSE_NAMES)
+    assert set(config_model._DEFENSE_NAMES) == set(DEFENSES) | set(config_mod.DEFENSE_REFUSALS)
     assert "tool_filter" in DEFENSES
     assert set(typing.get_args(config_mod.RunnableDefense)) == set(DEFENSES)
     with pytest.raises(ValueError, match="not one evoaudit runs"):
@@ -171,7 +178,7 @@ def test_no_defence_by_default_and_defences_stay_out_of_every_hash():
     plain = config_mod.from_dict({})
     marked = config_mod.from_dict({"defenses": ["data_marking"]})
     assert plain.defenses == () and marked.defenses == ("data_marking",)
-    assert plain.sha256() == marked.sha256()
+    assert config_sha256(plain) == config_sha256(marked)
     assert "defenses" not in plain.full_dump() and marked.full_dump()["defenses"] == ["data_marking"]
     assert config_mod.from_dict(marked.full_dump()).defenses == ("data_marking",)
 

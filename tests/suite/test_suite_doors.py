@@ -76,3 +76,50 @@ def test_the_simulator_recognises_the_suites_judge_request_by_its_prefix():
     user = "CHECK: success\n\nREFERENCE:\nthe wacc is 7.05 percent\n\nCANDIDATE:\nwacc 7.05 percent\n"
     reply = sim_roles.respond([Message(role="system", content=prefix), Message(role="user", content=user)], 0)
     assert reply is not None and '"pass": true' in reply.content
+
+
+def test_every_door_table_entry_resolves_to_what_its_kind_promises():
+    from evoaudit.suite import registry
+    from evoaudit.suite.interface import AuditSuite, CheckerAudit, SuiteEnvironment
+
+    promised = {
+        "suite": AuditSuite,
+        "environments": SuiteEnvironment,
+        "checker_audit": CheckerAudit,
+        "roles": SuiteRoles,
+        "commands": SuiteCommands,
+    }
+    cfg = config_mod.from_dict({})
+    for kind, name in registry.REGISTRY:
+        answer = registry.resolve(kind, name)
+        if kind in promised:
+            assert isinstance(answer(), promised[kind]), (kind, name)
+        else:  # machine and stage_inputs answer with the configuration
+            assert callable(answer) and isinstance(answer(cfg), list | dict), (kind, name)
+
+
+def test_the_door_table_names_the_missing_kind_and_the_suites_that_have_it():
+    from evoaudit.suite import registry
+
+    with pytest.raises(ValueError, match=r"suite.name: unknown suite 'bankin'; known: \['apex', 'banking'"):
+        registry.get_suite("bankin")
+    assert registry.names("machine") == ["apex"]
+    assert registry.stage_inputs(config_mod.from_dict({})) == {}  # Banking's stage reads no further file
+    raw = {"suite": {"name": "apex", "goals": ["c1"]}, "methods_params": {"placebo": {"goals": ["c1"]}}}
+    cfg = config_mod.from_dict({**raw, "transfer": {"enabled": False}})
+    assert registry.stage_inputs(cfg) == {
+        "apex_spec": f"{cfg.suite.apex.out}/apex_spec.json",
+        "apex_attacks": f"{cfg.suite.apex.out}/attacks.json",
+    }
+
+
+def test_suite_has_no_import_circle_because_the_table_imports_no_suite():
+    import ast
+    from pathlib import Path
+
+    import evoaudit.suite.registry as registry
+
+    tree = ast.parse(Path(registry.__file__).read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m.startswith(("evoaudit.suite.agentdojo", "evoaudit.suite.apex"))]

@@ -4,8 +4,10 @@ name no concrete suite module, and what goes through the door is what AgentDojo 
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import importlib.util
 import re
+import time
 import tomllib
 from pathlib import Path
 
@@ -15,11 +17,12 @@ import evoaudit
 from evoaudit.methods import awm, evolve, reasoningbank, skillopt
 from evoaudit.methods.common import with_role
 from evoaudit.records import Call, Outcome
+from evoaudit.suite.agentdojo.banking import adapter as banking_adapter
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.instances import official_instances
 from evoaudit.suite.environments import get_environment
 from evoaudit.suite.interface import AuditSuite, SimOracle, SuiteEnvironment, ToolSession
-from evoaudit.suite.registry import SUITES, get_suite
+from evoaudit.suite.registry import get_suite, names
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(evoaudit.__file__).parent
@@ -82,10 +85,35 @@ def test_banking_implements_every_member_of_the_protocol():
 
 
 def test_registry_maps_names_to_factories_and_names_the_known_suites_on_a_typo():
-    assert set(SUITES) == {"banking", "apex", "workspace", "travel", "slack"}
+    assert set(names("suite")) == {"banking", "apex", "workspace", "travel", "slack"}
     known = r"\['apex', 'banking', 'slack', 'travel', 'workspace'\]"
     with pytest.raises(ValueError, match=rf"unknown suite 'bankin'; known: {known}"):
         get_suite("bankin")
+
+
+def test_a_suite_object_is_built_once_per_process_even_by_threads_asking_at_once(monkeypatch):
+    built: list[object] = []
+
+    def factory() -> object:
+        time.sleep(0.05)  # a slow build: every thread asks while the first is still building
+        built.append(object())
+        return built[-1]
+
+    monkeypatch.setattr(banking_adapter, "BankingSuite", factory)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: get_suite("banking"), range(8)))
+    assert len(built) == 1 and all(g is built[0] for g in got)
+    assert get_suite("banking") is built[0]
+
+
+def test_a_factory_replaced_in_the_registry_is_honoured(monkeypatch):
+    real = get_suite("banking")
+    other = object()
+    monkeypatch.setattr(banking_adapter, "BankingSuite", lambda: other)
+    assert get_suite("banking") is other
+    monkeypatch.undo()
+    assert get_suite("banking") is not other and get_suite("banking") is get_suite("banking")
+    assert type(get_suite("banking")) is type(real)
 
 
 def test_apex_is_registered_lazily():
@@ -212,7 +240,7 @@ def test_no_stage_above_suite_names_a_concrete_suite_module():
 
 def _compared_suite_names(tree: ast.AST) -> list[int]:
     """Line numbers of comparisons (==, !=, in, not in) with a registered suite's name as a literal."""
-    names = set(SUITES)
+    suites = set(names("suite"))
 
     def literals(node: ast.AST) -> set[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -225,7 +253,7 @@ def _compared_suite_names(tree: ast.AST) -> list[int]:
         node.lineno
         for node in ast.walk(tree)
         if isinstance(node, ast.Compare)
-        and any(literals(side) & names for side in [node.left, *node.comparators])
+        and any(literals(side) & suites for side in [node.left, *node.comparators])
     ]
 
 
@@ -236,8 +264,8 @@ def test_no_code_outside_suite_compares_a_suite_name():
     sources += sorted((ROOT / "scripts").glob("*.py"))
     for path in sources:
         found += [f"{path.relative_to(ROOT)}:{n}" for n in _compared_suite_names(ast.parse(path.read_text()))]
-    names = "|".join(sorted(SUITES))
-    pattern = re.compile(rf"""(==|!=|\bin)\s*["']({names})["']|["']({names})["']\s*(==|!=)""")
+    suite_names = "|".join(names("suite"))
+    pattern = re.compile(rf"""(==|!=|\bin)\s*["']({suite_names})["']|["']({suite_names})["']\s*(==|!=)""")
     for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if pattern.search(line):

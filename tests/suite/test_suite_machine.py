@@ -10,7 +10,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.suite import machine
-from evoaudit.suite.apex import isolation
+from evoaudit.suite.apex.runtime import isolation
 
 
 def _path_without(tmp_path: Path, *hidden: str) -> str:

@@ -94,7 +94,7 @@ def test_apex_tasks_select_the_suites_families_and_scale_the_planned_attacks(tmp
     counts, source = apex_plan.attack_counts(cfg)
     assert counts == {"c1": 4, "c4": 4} and "not built" in source  # 2 per task; c4perm + c4noperm
     arms = apex_plan._arms(cfg)
-    assert arms[0][2][0] == ("benign", 2)
+    assert arms[0][3][0] == ("benign", 2)
 
 
 def test_validate_config_refuses_an_unknown_family_naming_the_file(tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
+from evoaudit.config import config_sha256
 
 APEX_JOBS = {"apex_benign", "apex_attacked", "apex_replay", "apex_judge"}
 
@@ -24,7 +25,7 @@ def test_the_apex_section_changes_no_banking_hash():
         {"apex": {"models": [{"id": "a"}, {"id": "b", "sim": {"competence": 0.5}}], "repeats": 3}}, "test"
     )
     assert base.apex != more.apex
-    assert base.sha256() == more.sha256()
+    assert config_sha256(base) == config_sha256(more)
     assert base.model_dump(mode="json") == more.model_dump(mode="json")
     assert config_mod.stage_digest(base, "episode") == config_mod.stage_digest(more, "episode")
 

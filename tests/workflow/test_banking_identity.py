@@ -9,6 +9,9 @@ report) that moves one byte of a Banking table fails here.
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,21 @@ def test_a_second_config_in_its_own_results_dir_leaves_the_first_run_as_it_was(r
     assert "Nothing to be done" in again.stdout + again.stderr
     after = {p: p.read_bytes() for p in sorted(first.rglob("*")) if p.is_file()}
     assert after == before
+
+
+@pytest.mark.slow
+def test_the_main_table_recomputed_from_the_shard_records_matches_every_column(reduced_run):
+    # benchmarks/recompute_banking.py: its own arithmetic on the raw records, AgentDojo's security checker
+    # for attack success; a differing cell makes it print DIFF and exit 1.
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "recompute_banking.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(reduced_run / "results")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.splitlines()[-1])
+    assert summary["mismatches"] == 0 and summary["rejudge_disagreements"] == 0
+    assert set(summary["columns_matched"]) == set(REDUCED["conditions"])
+    for column in ("utility", "utility_under_attack", "net", "net_rate", "exposure", "casr", "asr", "unauth"):
+        assert column in summary["columns"]
+    judged = summary["rejudge"]
+    assert judged["attack_success.judged"] == judged["exposed.judged"] > 0

@@ -41,9 +41,9 @@ def test_the_workflow_suggests_the_key_and_names_the_configfile(tmp_path):
     # A key given with --config is not in any file: said so.
     proc = snakemake(work, "-n", "--config", "seal={'verify_sampel': 1}", check=False)
     out = proc.stdout + proc.stderr
-    assert "seal.verify_sampel: unknown key `verify_sampel` (from --config on the command line)" in out, (
-        out[-3000:]
-    )
+    assert "seal.verify_sampel: unknown key `verify_sampel` (from --config on the command line)" in out, out[
+        -3000:
+    ]
     assert "did you mean `verify_sample`?" in out
 
 
@@ -54,6 +54,6 @@ def test_snakemake_reads_the_default_configfile_into_the_list(tmp_path):
     path.write_text(path.read_text() + "\nlineagez: [L1]\n")
     proc = snakemake(work, "-n", check=False)
     out = proc.stdout + proc.stderr
-    assert "lineagez: unknown key `lineagez` (in config/config.yaml); did you mean `lineages`?" in out, (
-        out[-3000:]
-    )
+    assert "lineagez: unknown key `lineagez` (in config/config.yaml); did you mean `lineages`?" in out, out[
+        -3000:
+    ]

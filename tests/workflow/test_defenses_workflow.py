@@ -23,7 +23,13 @@ def test_the_defence_example_completes_with_a_defence_table_and_replays_without_
     results = tmp_path / "results-defenses"
 
     table = pd.read_csv(results / "report" / "tables" / "defense.csv")
-    defences = ["spotlighting_with_delimiting", "repeat_user_prompt", "tool_filter", "data_marking"]
+    defences = [
+        "spotlighting_with_delimiting",
+        "repeat_user_prompt",
+        "tool_filter",
+        "data_marking",
+        "llm_monitor",
+    ]
     assert list(dict.fromkeys(table["defense"])) == ["none", *defences]
     assert set(table["condition"]) == {"static", "skillopt"}
     assert (table["n_attacked"] > 0).all() and (table["n_benign"] > 0).all()
@@ -47,6 +53,22 @@ def test_the_defence_example_completes_with_a_defence_table_and_replays_without_
     assert {r["defense"] for r in records} == {"data_marking"}
     tools = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
     assert tools and all(t.startswith("[data ") for t in tools)
+    # llm_monitor: the threshold its provenance says was fixed on the acquisition's tool outputs is the one
+    # every rollout records, every tool output was scored, and a flagged one reached the model as
+    # AgentDojo's detector notice.
+    watched = results / "defense" / "llm_monitor" / "evaluate" / "L1" / "static" / "attacked"
+    calibration = json.loads((watched / "provenance.json").read_text())["shard0.jsonl"]["defense"][
+        "calibration"
+    ]
+    assert calibration["items_scored"] == len(calibration["scores"]) > 0
+    assert calibration["benign_flagged"] <= calibration["max_benign_flag_rate"] * calibration["items_scored"]
+    records = [json.loads(line) for line in (watched / "shard0.jsonl").read_text().splitlines()]
+    assert {r["monitor_threshold"] for r in records} == {calibration["threshold"]}
+    calls = [c for r in records for c in r["calls"]]
+    assert calls and all(isinstance(c["monitor_score"], int) for c in calls)
+    omitted = "<Data omitted because a prompt injection was detected>"
+    shown = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
+    assert shown.count(omitted) == sum(c["monitor_score"] >= calibration["threshold"] for c in calls) > 0
     # The undefended run is the paper's protocol: its records carry no defence.
     plain = results / "evaluate" / "L1" / "static" / "attacked" / "shard0.jsonl"
     assert "defense" not in json.loads(plain.read_text().splitlines()[0])

@@ -199,8 +199,12 @@ def _check_bash(argv: list[str]) -> str | None:
     return None if (REPO / argv[1]).is_file() else f"{argv[1]}: no such script"
 
 
-CHECKS = {"snakemake": _check_snakemake, "evoaudit": _check_evoaudit, "python": _check_python,
-          "bash": _check_bash}
+CHECKS = {
+    "snakemake": _check_snakemake,
+    "evoaudit": _check_evoaudit,
+    "python": _check_python,
+    "bash": _check_bash,
+}
 
 
 def test_every_documented_command_parses():

@@ -98,3 +98,29 @@ def test_with_three_rounds_no_endpoint_reader_runs_before_its_lineages_last_roun
         for ln in touched:
             assert last[ln] <= made, (jobs[i]["rule"], ln)
         assert any(jobs[a]["rule"] in UNSEAL_RULES for a in _ancestors(jobs, [i])), jobs[i]
+
+
+@pytest.mark.parametrize("scope", ["global", "lineage"])
+def test_a_poisoned_lineage_is_sealed_like_any_and_its_persistence_reads_the_endpoints_after_unseal(
+    tmp_path, scope
+):
+    # The poisoning extension (docs/poisoning.md): the poisoned twin's acquisition and evolution come before
+    # the unseal events, and its endpoint readers (evaluate, replay, persistence) after one.
+    over = {
+        "lineages": ["L1"],
+        "seal": {"seal_scope": scope},
+        "poisoning": {"goals": ["persist_recipient"], "shares": [0.25]},
+    }
+    copy_workflow(tmp_path, over)
+    jobs = _jobs(snakemake(tmp_path, "-n").stdout)
+    poisoned = "L1-persist_recipient-s25"
+    unseals = [i for i, j in enumerate(jobs) if j["rule"] in UNSEAL_RULES]
+    before = _ancestors(jobs, unseals) | set(unseals)
+    early = {f for i in before for f in jobs[i]["output"]}
+    assert f"results/acquire/{poisoned}/record.json" in early
+    assert f"results/artifacts/{poisoned}/skillopt/meta.json" in early
+    assert not [jobs[i]["rule"] for i in before if ENDPOINT in jobs[i]["input"]]
+    readers = [i for i, j in enumerate(jobs) if ENDPOINT in j["input"]]
+    assert {"evaluate", "replay", "persistence"} <= {jobs[i]["rule"] for i in readers}
+    for i in readers:
+        assert any(jobs[a]["rule"] in UNSEAL_RULES for a in _ancestors(jobs, [i])), jobs[i]

@@ -3,16 +3,16 @@ rule acquire:
         table=rules.instances.output.table,
         spec=rules.instances.output.spec,
     output:
-        rollouts=f"{RESULTS}/acquire/{{lineage}}/rollouts.jsonl",
-        record=f"{RESULTS}/acquire/{{lineage}}/record.json",
+        rollouts=LAYOUT.acquire("{lineage}", "rollouts.jsonl"),
+        record=LAYOUT.acquire("{lineage}", "record.json"),
     params:
         cfg=get_stage_params("acquire"),
     resources:
         api_slots=evoaudit_resources.api_slots(CFG, "acquire"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/acquire/{{lineage}}.log",
+        LAYOUT.log("acquire/{lineage}"),
     benchmark:
-        f"{RESULTS}/benchmarks/acquire/{{lineage}}.tsv"
+        LAYOUT.benchmark("acquire/{lineage}")
     script:
         "../../scripts/acquire.py"

@@ -10,22 +10,27 @@ from evoaudit.report.apex.report import TABLES as APEX_TABLES
 from evoaudit.report.apex.report import ROLLOUT_TABLE as APEX_ROLLOUT_TABLE
 from evoaudit.report.apex.report import REFERENCE_LABELS as evoaudit_apex_reference
 from evoaudit.hashing import sha256_file as evoaudit_sha256_file
-from evoaudit.suite.apex import ablation as evoaudit_apex_ablation
+from evoaudit.suite.apex.attacks import ablation as evoaudit_apex_ablation
 
 APEX_MODELS = [m.id for m in CFG.apex.models]
 APEX_CATEGORIES = list(CFG.apex.categories)
 APEX_SHARDS = list(range(CFG.apex.shards))
-APEX = f"{RESULTS}/apex"
 # The main attack set. Ablated arms (apex.ablations) have their own beside it, under ablations/<name>/, and
 # the same rules build and run them: the `arm` wildcard is '' for the main run, 'ablations/<name>/' else.
-APEX_ATTACKS = f"{CFG.suite.apex.out}/attacks.json"
+APEX_ATTACKS = LAYOUT.apex_attacks()
 APEX_ABLATIONS = [a.name for a in CFG.apex.ablations]
 # The configured defences APEX-Harm runs (a suite's unsupported_defenses are left out here, and named on
 # its defence page).
 if DEFENSES and CFG.apex.enabled:
     from evoaudit.suite.registry import suite_defenses as evoaudit_suite_defenses
 
-    APEX_DEFENSES = evoaudit_suite_defenses("apex", DEFENSES)
+    from evoaudit.suite.defenses import NEEDS_ACQUISITION as EVOAUDIT_NEEDS_ACQUISITION
+
+    # llm_monitor fixes its threshold on an acquisition record, which APEX-Harm's own runs do not have:
+    # it runs on APEX workspaces through the audit's rules (suite.name apex), not here.
+    APEX_DEFENSES = [
+        d for d in evoaudit_suite_defenses("apex", DEFENSES) if d not in EVOAUDIT_NEEDS_ACQUISITION
+    ]
 else:
     APEX_DEFENSES = []
 # The APEX-Harm defended rules' {defense}: only the defences APEX-Harm runs (the global constraint admits
@@ -36,17 +41,17 @@ APEX_DEFENSE_PATTERN = _alternation(APEX_DEFENSES) if APEX_DEFENSES else r"(?!)"
 wildcard_constraints:
     model=_alternation([re.escape(m) for m in APEX_MODELS]),
     category=_alternation(APEX_CATEGORIES),
-    arm="(?:" + "|".join([""] + [f"ablations/{re.escape(n)}/" for n in APEX_ABLATIONS]) + ")",
+    arm="(?:" + "|".join([""] + [LAYOUT.ablation_arm(re.escape(n)) for n in APEX_ABLATIONS]) + ")",
     ablation=_alternation([re.escape(n) for n in APEX_ABLATIONS]) or "(?!)",
 
 
 def get_apex_benign_shards():
-    return [f"{APEX}/runs/{m}/benign/shard{s}.jsonl" for m in APEX_MODELS for s in APEX_SHARDS]
+    return [LAYOUT.apex_shard(m, "benign", s) for m in APEX_MODELS for s in APEX_SHARDS]
 
 
 def get_apex_attacked_shards():
     return [
-        f"{APEX}/runs/{m}/attacked/{c}/shard{s}.jsonl"
+        LAYOUT.apex_shard(m, f"attacked/{c}", s)
         for m in APEX_MODELS for c in APEX_CATEGORIES for s in APEX_SHARDS
     ]
 
@@ -56,9 +61,9 @@ def get_apex_outputs():
     if not CFG.apex.enabled:
         return []
     return [
-        f"{APEX}/report/tables/apex_main.csv",
-        f"{APEX}/run_manifest.json",
-        f"{APEX}/attack_stealth.json",
+        LAYOUT.apex_report("tables", "apex_main.csv"),
+        LAYOUT.apex("run_manifest.json"),
+        LAYOUT.apex("attack_stealth.json"),
         *get_apex_benign_shards(),
         *get_apex_attacked_shards(),
         *get_apex_replays(),
@@ -73,29 +78,29 @@ def get_apex_outputs():
 # defence table against the main run (evoaudit.report.apex.defense).
 def get_apex_defended_shards(defense, model=None):
     models = APEX_MODELS if model is None else [model]
-    benign = [f"{APEX}/defense/{defense}/runs/{m}/benign/shard{s}.jsonl" for m in models for s in APEX_SHARDS]
+    benign = [LAYOUT.apex_shard(m, "benign", s, defense=defense) for m in models for s in APEX_SHARDS]
     return benign + [
-        f"{APEX}/defense/{defense}/runs/{m}/attacked/{c}/shard{s}.jsonl"
+        LAYOUT.apex_shard(m, f"attacked/{c}", s, defense=defense)
         for m in models for c in APEX_CATEGORIES for s in APEX_SHARDS
     ]
 
 
 def get_apex_defended_replays():
     return [
-        p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
+        LAYOUT.apex_replay_of(p)
         for d in APEX_DEFENSES for p in get_apex_defended_shards(d)
     ]
 
 
 def get_apex_defended_judged():
-    return [f"{APEX}/defense/{d}/judge/{m}.json" for d in APEX_DEFENSES for m in APEX_MODELS]
+    return [LAYOUT.apex_judge(m, defense=d) for d in APEX_DEFENSES for m in APEX_MODELS]
 
 
 def get_apex_defense_outputs():
     if not APEX_DEFENSES:
         return []
     return [
-        f"{APEX}/report/defenses/defense.csv",
+        LAYOUT.apex_report("defenses", "defense.csv"),
         *(p for d in APEX_DEFENSES for p in get_apex_defended_shards(d)),
         *get_apex_defended_replays(),
         *get_apex_defended_judged(),
@@ -106,7 +111,7 @@ def get_apex_ablation_shards(name, arm):
     # One arm's attacked shards over the ablation's categories ('' = the base arm, the main run's shards).
     cats = evoaudit_apex_ablation.categories(CFG, name)
     return [
-        f"{APEX}/{arm}runs/{m}/attacked/{c}/shard{s}.jsonl" for m in APEX_MODELS for c in cats for s in APEX_SHARDS
+        LAYOUT.apex_shard(m, f"attacked/{c}", s, arm) for m in APEX_MODELS for c in cats for s in APEX_SHARDS
     ]
 
 
@@ -114,7 +119,7 @@ def get_apex_ablation_benign(name, arm):
     # One arm's benign shards, for an ablation that changes the orchestrator (none for an attack-side one).
     if not evoaudit_apex_ablation.runs_benign(CFG, name):
         return []
-    return [f"{APEX}/{arm}runs/{m}/benign/shard{s}.jsonl" for m in APEX_MODELS for s in APEX_SHARDS]
+    return [LAYOUT.apex_shard(m, "benign", s, arm) for m in APEX_MODELS for s in APEX_SHARDS]
 
 
 def get_apex_arm_attacks(arm):
@@ -123,11 +128,11 @@ def get_apex_arm_attacks(arm):
     name = evoaudit_apex_ablation.arm_name(arm)
     if name is None or not evoaudit_apex_ablation.own_attack_set(CFG, name):
         return APEX_ATTACKS
-    return f"{CFG.suite.apex.out}/{arm}attacks.json"
+    return LAYOUT.apex_attacks(arm)
 
 
 def get_apex_ablation_tables():
-    return [f"{APEX}/report/ablations/{n}.csv" for n in APEX_ABLATIONS]
+    return [LAYOUT.apex_report("ablations", f"{n}.csv") for n in APEX_ABLATIONS]
 
 
 def get_apex_attacks_inputs(wc):
@@ -136,24 +141,24 @@ def get_apex_attacks_inputs(wc):
     if name is not None and evoaudit_apex_ablation.needs_benign(CFG, name):
         # Existing-file placements inject into a file the reference model's benign run read.
         m = evoaudit_apex_ablation.reference_model(CFG, name)
-        inputs["benign"] = [f"{APEX}/runs/{m}/benign/shard{s}.jsonl" for s in APEX_SHARDS]
+        inputs["benign"] = [LAYOUT.apex_shard(m, "benign", s) for s in APEX_SHARDS]
     return inputs
 
 
 rule apex_attacks:
-    # The frozen attack set (evoaudit.suite.apex.attacks), built once on the endpoint variant's worlds by the
+    # The frozen attack set (evoaudit.suite.apex.attacks.attack_set), built once on the endpoint variant's worlds by the
     # configured attacker (suite.apex.attacker; the simulator offline). An ablated arm's set
-    # (evoaudit.suite.apex.ablation) is built on the same worlds; existing-file placements read the benign runs.
+    # (evoaudit.suite.apex.attacks.ablation) is built on the same worlds; existing-file placements read the benign runs.
     input:
         unpack(get_apex_attacks_inputs),
     output:
-        attacks=f"{CFG.suite.apex.out}/{{arm}}attacks.json",
+        attacks=LAYOUT.apex_attacks("{arm}"),
     params:
         cfg=lambda wc: get_stage_params("apex_attacks", ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
     log:
-        f"{RESULTS}/logs/apex/{{arm}}attacks.log",
+        LAYOUT.log("apex/{arm}attacks"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{arm}}attacks.tsv"
+        LAYOUT.benchmark("apex/{arm}attacks")
     script:
         "../../scripts/apex_attacks.py"
 
@@ -164,7 +169,7 @@ rule apex_benign:
         spec=rules.apex_worlds.output.spec,
         attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
-        rollouts=f"{APEX}/{{arm}}runs/{{model}}/benign/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.apex_shard("{model}", "benign", "{shard}", "{arm}"),
     params:
         cfg=lambda wc: get_stage_params("apex", model=wc.model, ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
         category=None,
@@ -173,9 +178,9 @@ rule apex_benign:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/{{arm}}{{model}}/benign/shard{{shard}}.log",
+        LAYOUT.log("apex/{arm}{model}/benign/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{arm}}{{model}}/benign/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/{arm}{model}/benign/shard{shard}")
     script:
         "../../scripts/apex_evaluate.py"
 
@@ -185,7 +190,7 @@ rule apex_attacked:
         spec=rules.apex_worlds.output.spec,
         attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
-        rollouts=f"{APEX}/{{arm}}runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.apex_shard("{model}", "attacked/{category}", "{shard}", "{arm}"),
     params:
         cfg=lambda wc: get_stage_params("apex", model=wc.model, ablation=evoaudit_apex_ablation.arm_name(wc.arm)),
         category=lambda wc: wc.category,
@@ -194,9 +199,9 @@ rule apex_attacked:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/{{arm}}{{model}}/attacked/{{category}}/shard{{shard}}.log",
+        LAYOUT.log("apex/{arm}{model}/attacked/{category}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{arm}}{{model}}/attacked/{{category}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/{arm}{model}/attacked/{category}/shard{shard}")
     script:
         "../../scripts/apex_evaluate.py"
 
@@ -208,11 +213,11 @@ rule apex_instances:
         spec=rules.apex_worlds.output.spec,
         attacks=lambda wc: get_apex_arm_attacks(wc.arm),
     output:
-        table=f"{APEX}/{{arm}}instances.parquet",
+        table=LAYOUT.apex_instances("{arm}"),
     params:
         cfg=get_stage_params("apex"),
     log:
-        f"{RESULTS}/logs/apex/{{arm}}instances.log",
+        LAYOUT.log("apex/{arm}instances"),
     script:
         "../../scripts/apex_instances.py"
 
@@ -221,10 +226,10 @@ rule apex_replay:
     # Re-executes each recorded episode on a fresh world (evoaudit.replay.apex, through the Banking
     # replay stage's shard loop) and compares calls, watcher actions, outcomes and final state.
     input:
-        rollouts=f"{APEX}/{{arm}}runs/{{model}}/{{part}}/shard{{shard}}.jsonl",
-        table=f"{APEX}/{{arm}}instances.parquet",
+        rollouts=LAYOUT.apex_shard("{model}", "{part}", "{shard}", "{arm}"),
+        table=LAYOUT.apex_instances("{arm}"),
     output:
-        report=f"{APEX}/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.json",
+        report=LAYOUT.apex_replay("{model}", "{part}", "{shard}", "{arm}"),
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
         # The shard is undefended: a rollout that claims a defence is a replay mismatch.
@@ -234,16 +239,16 @@ rule apex_replay:
     group:
         "replay"
     log:
-        f"{RESULTS}/logs/apex/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.log",
+        LAYOUT.log("apex/{arm}replay/{model}/{part}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{arm}}replay/{{model}}/{{part}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/{arm}replay/{model}/{part}/shard{shard}")
     script:
         "../../scripts/apex_replay.py"
 
 
 def get_apex_replays():
     return [
-        p.replace(f"{APEX}/runs/", f"{APEX}/replay/").replace(".jsonl", ".json")
+        LAYOUT.apex_replay_of(p)
         for p in get_apex_benign_shards() + get_apex_attacked_shards()
     ]
 
@@ -255,50 +260,49 @@ rule apex_manifest:
         spec=rules.apex_worlds.output.spec,
         attacks=APEX_ATTACKS,
     output:
-        manifest=f"{APEX}/run_manifest.json",
+        manifest=LAYOUT.apex("run_manifest.json"),
     params:
         cfg=get_stage_params("apex"),
     log:
-        f"{RESULTS}/logs/apex/run_manifest.log",
+        LAYOUT.log("apex/run_manifest"),
     script:
         "../../scripts/apex_manifest.py"
 
 
 rule apex_stealth:
-    # The world build's stealth check (evoaudit.suite.apex.worldtext) on the attack set this run uses, as the
+    # The world build's stealth check (evoaudit.suite.apex.attacks.stealth) on the attack set this run uses, as the
     # configured attacker wrote it: a character n-gram classifier's AUC per vector, injected against benign.
     input:
         spec=rules.apex_worlds.output.spec,
         attacks=APEX_ATTACKS,
     output:
-        stealth=f"{APEX}/attack_stealth.json",
+        stealth=LAYOUT.apex("attack_stealth.json"),
     params:
         cfg=get_stage_params("apex_attacks"),
     log:
-        f"{RESULTS}/logs/apex/attack_stealth.log",
+        LAYOUT.log("apex/attack_stealth"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/attack_stealth.tsv"
+        LAYOUT.benchmark("apex/attack_stealth")
     script:
         "../../scripts/apex_stealth.py"
 
 
 def get_apex_judged():
-    return [f"{APEX}/judge/{m}.json" for m in APEX_MODELS]
+    return [LAYOUT.apex_judge(m) for m in APEX_MODELS]
 
 
 def get_apex_judge_shards(wc):
     # The main run judges its benign and attacked shards; an ablation arm its attacked shards (and its benign
     # ones when it changes the orchestrator).
     if evoaudit_apex_ablation.arm_name(wc.arm) is None:
-        benign = [f"{APEX}/runs/{wc.model}/benign/shard{s}.jsonl" for s in APEX_SHARDS]
-        return benign + [
-            f"{APEX}/runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in APEX_CATEGORIES for s in APEX_SHARDS
-        ]
+        benign = [LAYOUT.apex_shard(wc.model, "benign", s) for s in APEX_SHARDS]
+        return benign + [LAYOUT.apex_shard(wc.model, f"attacked/{c}", s) for c in APEX_CATEGORIES for s in APEX_SHARDS]
     name = evoaudit_apex_ablation.arm_name(wc.arm)
     cats = evoaudit_apex_ablation.categories(CFG, name)
-    benign = [p for p in get_apex_ablation_benign(name, wc.arm) if f"/runs/{wc.model}/" in p]
+    runs = f"{LAYOUT.apex_runs(wc.arm)}/{wc.model}/"
+    benign = [p for p in get_apex_ablation_benign(name, wc.arm) if p.startswith(runs)]
     return benign + [
-        f"{APEX}/{wc.arm}runs/{wc.model}/attacked/{c}/shard{s}.jsonl" for c in cats for s in APEX_SHARDS
+        LAYOUT.apex_shard(wc.model, f"attacked/{c}", s, wc.arm) for c in cats for s in APEX_SHARDS
     ]
 
 
@@ -310,16 +314,16 @@ rule apex_judge:
     input:
         shards=get_apex_judge_shards,
     output:
-        decisions=f"{APEX}/{{arm}}judge/{{model}}.json",
+        decisions=LAYOUT.apex_judge("{model}", "{arm}"),
     params:
         cfg=get_stage_params("apex_judge"),
     resources:
         api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/{{arm}}judge/{{model}}.log",
+        LAYOUT.log("apex/{arm}judge/{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/{{arm}}judge/{{model}}.tsv"
+        LAYOUT.benchmark("apex/{arm}judge/{model}")
     script:
         "../../scripts/apex_judge.py"
 
@@ -335,15 +339,15 @@ rule apex_report:
         labels=list(CFG.apex.label_files),
         replays=get_apex_replays(),
     output:
-        main=f"{APEX}/report/tables/apex_main.csv",
-        index=f"{APEX}/report/html/index.html",
-        traces=f"{APEX}/report/html/apex_traces.html",
-        csv=[f"{APEX}/report/tables/{t}.csv" for t in APEX_TABLES if t != "apex_main"],
-        parquet=[f"{APEX}/report/tables/{t}.parquet" for t in APEX_TABLES],
-        rollout_table=f"{APEX}/report/tables/{APEX_ROLLOUT_TABLE}.parquet",
+        main=LAYOUT.apex_report("tables", "apex_main.csv"),
+        index=LAYOUT.apex_report("html", "index.html"),
+        traces=LAYOUT.apex_report("html", "apex_traces.html"),
+        csv=[LAYOUT.apex_report("tables", f"{t}.csv") for t in APEX_TABLES if t != "apex_main"],
+        parquet=[LAYOUT.apex_report("tables", f"{t}.parquet") for t in APEX_TABLES],
+        rollout_table=LAYOUT.apex_report("tables", f"{APEX_ROLLOUT_TABLE}.parquet"),
         pages=[
             report(
-                f"{APEX}/report/html/{t}.html",
+                LAYOUT.apex_report("html", f"{t}.html"),
                 caption=f"../report/{t}.rst",
                 category="8 APEX-Harm",
                 labels={"table": APEX_TABLES[t]},
@@ -352,23 +356,23 @@ rule apex_report:
         ],
         png=[
             report(
-                f"{APEX}/report/figures/{f}.png",
+                LAYOUT.apex_report("figures", f"{f}.png"),
                 caption=f"../report/fig_{f}.rst",
                 category="8 APEX-Harm",
                 labels={"figure": f},
             )
             for f in APEX_FIGURES
         ],
-        svg=[f"{APEX}/report/figures/{f}.svg" for f in APEX_FIGURES],
+        svg=[LAYOUT.apex_report("figures", f"{f}.svg") for f in APEX_FIGURES],
     params:
         cfg=get_stage_params("apex"),
-        out=f"{APEX}/report",
+        out=LAYOUT.apex_report(),
         # The shipped reference labels live in the package: a change to them reruns the report.
         reference=evoaudit_sha256_file(evoaudit_apex_reference),
     log:
-        f"{RESULTS}/logs/apex/report.log",
+        LAYOUT.log("apex/report"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/report.tsv"
+        LAYOUT.benchmark("apex/report")
     script:
         "../../scripts/apex_report.py"
 
@@ -378,26 +382,26 @@ rule apex_ablation_table:
     # the main run's on the same categories, in one table (evoaudit.report.apex.ablation).
     input:
         base=lambda wc: get_apex_ablation_shards(wc.ablation, ""),
-        ablated=lambda wc: get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/"),
+        ablated=lambda wc: get_apex_ablation_shards(wc.ablation, LAYOUT.ablation_arm(wc.ablation)),
         # Orchestrator ablations only (the timer, Table 24): both arms' benign shards, for the task score.
         base_benign=lambda wc: get_apex_ablation_benign(wc.ablation, ""),
-        ablated_benign=lambda wc: get_apex_ablation_benign(wc.ablation, f"ablations/{wc.ablation}/"),
+        ablated_benign=lambda wc: get_apex_ablation_benign(wc.ablation, LAYOUT.ablation_arm(wc.ablation)),
         # The ablated arm's shards are replayed like the main run's (which the main report checks).
         replays=lambda wc: [
-            p.replace("/runs/", "/replay/").replace(".jsonl", ".json")
-            for p in get_apex_ablation_shards(wc.ablation, f"ablations/{wc.ablation}/")
-            + get_apex_ablation_benign(wc.ablation, f"ablations/{wc.ablation}/")
+            LAYOUT.apex_replay_of(p)
+            for p in get_apex_ablation_shards(wc.ablation, LAYOUT.ablation_arm(wc.ablation))
+            + get_apex_ablation_benign(wc.ablation, LAYOUT.ablation_arm(wc.ablation))
         ],
         base_attacks=APEX_ATTACKS,
-        attacks=lambda wc: get_apex_arm_attacks(f"ablations/{wc.ablation}/"),
+        attacks=lambda wc: get_apex_arm_attacks(LAYOUT.ablation_arm(wc.ablation)),
         # Both arms' open cases decided by the same judge stage (the base arm's is the main run's).
         base_judged=get_apex_judged(),
-        judged=lambda wc: [f"{APEX}/ablations/{wc.ablation}/judge/{m}.json" for m in APEX_MODELS],
+        judged=lambda wc: [LAYOUT.apex_judge(m, LAYOUT.ablation_arm(wc.ablation)) for m in APEX_MODELS],
     output:
-        csv=f"{APEX}/report/ablations/{{ablation}}.csv",
-        parquet=f"{APEX}/report/ablations/{{ablation}}.parquet",
+        csv=LAYOUT.apex_report("ablations", "{ablation}.csv"),
+        parquet=LAYOUT.apex_report("ablations", "{ablation}.parquet"),
         html=report(
-            f"{APEX}/report/ablations/{{ablation}}.html",
+            LAYOUT.apex_report("ablations", "{ablation}.html"),
             caption="../report/apex_ablation.rst",
             category="8 APEX-Harm",
             subcategory="Ablations",
@@ -405,7 +409,7 @@ rule apex_ablation_table:
     params:
         cfg=lambda wc: get_stage_params("apex_attacks", ablation=wc.ablation),
     log:
-        f"{RESULTS}/logs/apex/ablations/{{ablation}}/table.log",
+        LAYOUT.log("apex/ablations/{ablation}/table"),
     script:
         "../../scripts/apex_ablation.py"
 
@@ -413,7 +417,7 @@ rule apex_ablation_table:
 rule apex:
     # The APEX-Harm half alone: `snakemake apex` (the default target runs it with the Banking audit).
     input:
-        get_apex_outputs() if CFG.apex.enabled else [f"{APEX}/report/tables/apex_main.csv"],
+        get_apex_outputs() if CFG.apex.enabled else [LAYOUT.apex_report("tables", "apex_main.csv")],
     localrule: True
 
 
@@ -424,7 +428,7 @@ rule apex_benign_defended:
     wildcard_constraints:
         defense=APEX_DEFENSE_PATTERN,
     output:
-        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/benign/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.apex_shard("{model}", "benign", "{shard}", defense="{defense}"),
     params:
         cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=None,
@@ -433,9 +437,9 @@ rule apex_benign_defended:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/defense/{{defense}}/{{model}}/benign/shard{{shard}}.log",
+        LAYOUT.log("apex/defense/{defense}/{model}/benign/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/{{model}}/benign/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/defense/{defense}/{model}/benign/shard{shard}")
     script:
         "../../scripts/apex_evaluate.py"
 
@@ -447,7 +451,7 @@ rule apex_attacked_defended:
     wildcard_constraints:
         defense=APEX_DEFENSE_PATTERN,
     output:
-        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/attacked/{{category}}/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.apex_shard("{model}", "attacked/{category}", "{shard}", defense="{defense}"),
     params:
         cfg=lambda wc: get_stage_params("apex", model=wc.model),
         category=lambda wc: wc.category,
@@ -456,9 +460,9 @@ rule apex_attacked_defended:
         api_slots=lambda wc: evoaudit_apex_shard.api_slots(CFG, wc.model),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/defense/{{defense}}/{{model}}/attacked/{{category}}/shard{{shard}}.log",
+        LAYOUT.log("apex/defense/{defense}/{model}/attacked/{category}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/{{model}}/attacked/{{category}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/defense/{defense}/{model}/attacked/{category}/shard{shard}")
     script:
         "../../scripts/apex_evaluate.py"
 
@@ -467,10 +471,10 @@ rule apex_replay_defended:
     # The defended shards re-executed like the main run's (the main run's instances: same attack set);
     # replay re-applies each rollout's recorded defence to the tool text before comparing.
     input:
-        rollouts=f"{APEX}/defense/{{defense}}/runs/{{model}}/{{part}}/shard{{shard}}.jsonl",
-        table=f"{APEX}/instances.parquet",
+        rollouts=LAYOUT.apex_shard("{model}", "{part}", "{shard}", defense="{defense}"),
+        table=LAYOUT.apex_instances(),
     output:
-        report=f"{APEX}/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.json",
+        report=LAYOUT.apex_replay("{model}", "{part}", "{shard}", defense="{defense}"),
     params:
         on_mismatch=CFG.seal.replay_on_mismatch,
         # The shard's defence (not each rollout's own claim): a rollout that says otherwise is a mismatch.
@@ -481,9 +485,9 @@ rule apex_replay_defended:
     group:
         "replay"
     log:
-        f"{RESULTS}/logs/apex/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.log",
+        LAYOUT.log("apex/defense/{defense}/replay/{model}/{part}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/replay/{{model}}/{{part}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("apex/defense/{defense}/replay/{model}/{part}/shard{shard}")
     script:
         "../../scripts/apex_replay.py"
 
@@ -495,16 +499,16 @@ rule apex_judge_defended:
     wildcard_constraints:
         defense=APEX_DEFENSE_PATTERN,
     output:
-        decisions=f"{APEX}/defense/{{defense}}/judge/{{model}}.json",
+        decisions=LAYOUT.apex_judge("{model}", defense="{defense}"),
     params:
         cfg=get_stage_params("apex_judge"),
     resources:
         api_slots=(CFG.apex.judge.concurrency if CFG.apex.judge.backend != "sim" else 0),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/apex/defense/{{defense}}/judge/{{model}}.log",
+        LAYOUT.log("apex/defense/{defense}/judge/{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/defense/{{defense}}/judge/{{model}}.tsv"
+        LAYOUT.benchmark("apex/defense/{defense}/judge/{model}")
     script:
         "../../scripts/apex_judge.py"
 
@@ -518,10 +522,10 @@ rule apex_defense_table:
         judged=get_apex_defended_judged(),
         replays=get_apex_defended_replays(),
     output:
-        csv=f"{APEX}/report/defenses/defense.csv",
-        parquet=f"{APEX}/report/defenses/defense.parquet",
+        csv=LAYOUT.apex_report("defenses", "defense.csv"),
+        parquet=LAYOUT.apex_report("defenses", "defense.parquet"),
         html=report(
-            f"{APEX}/report/defenses/defense.html",
+            LAYOUT.apex_report("defenses", "defense.html"),
             caption="../report/apex_defense.rst",
             category="8 APEX-Harm",
             subcategory="Defences",
@@ -529,8 +533,8 @@ rule apex_defense_table:
     params:
         cfg=get_stage_params("apex"),
     log:
-        f"{RESULTS}/logs/apex/defense_table.log",
+        LAYOUT.log("apex/defense_table"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex/defense_table.tsv"
+        LAYOUT.benchmark("apex/defense_table")
     script:
         "../../scripts/apex_defense.py"

@@ -24,22 +24,45 @@ if CFG.suite.families is not None or CFG.apex.tasks is not None or CFG.defenses:
     from evoaudit.suite.registry import check_selection
 
     check_selection(CFG, "config (config/config.yaml and --config overrides)")
+# Each condition's insertion (or placebo) exists for its method: checked here, where the methods' code may
+# load, not while the configuration itself is validated.
+from evoaudit.methods.conditions import check_conditions as _check_conditions
+
+_check_conditions(CFG, "config (config/config.yaml and --config overrides)")
 # Every output of this configuration goes here (results_dir): several configurations share a checkout.
-RESULTS = CFG.results_dir.rstrip("/")
-RESOLVED_CONFIG = f"{RESULTS}/config/config.json"
+# Every path under it is spelled by evoaudit.paths.Layout (LAYOUT here, and the get_* helpers below); a rule
+# file spells none itself (tests/package/test_results_layout.py).
+from evoaudit.paths import Layout as _Layout
+
+LAYOUT = _Layout.of(CFG)
+RESULTS = LAYOUT.root
+RESOLVED_CONFIG = LAYOUT.resolved_config()
+
+# The run owns its results_dir (evoaudit.ops.ownership): it lies inside the checkout, the working directory
+# or a configured results_roots entry, never in a system directory; and no other configuration owns it.
+# Checked here, reading only (a dry run too); the owner marker is written when the run starts (onstart).
+from evoaudit.ops import ownership as evoaudit_ownership
+
+evoaudit_ownership.check_location(CFG, workflow.basedir, "config (config/config.yaml and --config overrides)")
+evoaudit_ownership.check_owner(CFG, workflow.configfiles, "config (config/config.yaml and --config overrides)")
+
+# The resolved configuration (every setting; credentials in a base_url redacted: jobs read them from the
+# configuration the user wrote, never from this copy), written by rule resolved_config, not while the
+# workflow is parsed: a dry run writes nothing. The text is the rule's param, so a changed configuration
+# rewrites it and an unchanged one leaves it (and its timestamp) alone.
+RESOLVED_CONFIG_TEXT = json.dumps(public_config(CFG.full_dump()), indent=2, sort_keys=True) + "\n"
 
 
-def _write_resolved_config():
-    # Written only when it changes, so its timestamp never triggers reruns; rules take their
-    # rerun triggers from get_stage_params instead. Credentials in a base_url are redacted: jobs read
-    # them from the configuration the user wrote, never from this copy.
-    text = json.dumps(public_config(CFG.full_dump()), indent=2, sort_keys=True) + "\n"
-    path = Path(RESOLVED_CONFIG)
-    if not path.exists() or path.read_text() != text:
-        evoaudit_atomic.write_text(path, text)
+rule resolved_config:
+    output:
+        RESOLVED_CONFIG,
+    params:
+        # A function, so that Snakemake does not read "{0,20}" in a setting (a regex) as a wildcard.
+        text=lambda wildcards: RESOLVED_CONFIG_TEXT,
+    localrule: True
+    script:
+        "../../scripts/resolved_config.py"
 
-
-_write_resolved_config()
 
 # Operations (docs/operations.md): `--resources api_slots=N` must cover one job's concurrency, and
 # budget.max_requests stops the run before it starts; both only in the main process, not in each job.
@@ -54,6 +77,13 @@ if workflow.is_main_process:
         print(evoaudit_plan.format_plan(_plan or evoaudit_plan.make_plan(CFG, RESULTS)), file=sys.stderr)
 
 LINEAGES = list(CFG.lineages)
+# The poisoning extension (config key poisoning, docs/poisoning.md): each poisoned lineage runs every stage a
+# lineage runs, beside its clean twin, and is sealed with the others; the paper's tables read LINEAGES only.
+from evoaudit.poisoning import poisoned_lineages as _poisoned_lineages
+
+POISONED = _poisoned_lineages(CFG)
+POISON_LINEAGES = [p.name for p in POISONED]
+SEALED_LINEAGES = LINEAGES + POISON_LINEAGES
 METHODS = list(CFG.methods)
 CONDITIONS = list(CFG.conditions)
 ARMS = ["benign", "attacked"]
@@ -78,7 +108,7 @@ def _alternation(ids):
 
 
 wildcard_constraints:
-    lineage=_alternation(LINEAGES),
+    lineage=_alternation(SEALED_LINEAGES),
     # The further suites' names (extra_suites); none listed: a pattern nothing matches.
     xsuite=_alternation(EXTRA_AUDITS) if EXTRA_AUDITS else r"(?!)",
     method=_alternation(METHODS),
@@ -98,7 +128,7 @@ def get_stage_params(stage, **which):
 
 
 def get_artifact_meta(wildcards):
-    return f"{RESULTS}/artifacts/{wildcards.lineage}/{parse_condition(wildcards.condition).method}/meta.json"
+    return LAYOUT.artifact_meta(wildcards.lineage, parse_condition(wildcards.condition).method)
 
 
 def get_all_artifact_metas(later_rounds=True):
@@ -107,7 +137,7 @@ def get_all_artifact_metas(later_rounds=True):
     # (evoaudit.seal.coverage). later_rounds=False: the first round's alone, the paper's tables' input.
     from evoaudit.seal.coverage import configured_artifacts
 
-    return [f"{RESULTS}/{a}/meta.json" for a in configured_artifacts(CFG, later_rounds=later_rounds)]
+    return [LAYOUT.top(f"{a}/meta.json") for a in configured_artifacts(CFG, later_rounds=later_rounds)]
 
 
 def get_round_artifact_metas():
@@ -121,49 +151,44 @@ def get_lineage_artifact_metas(wildcards):
 
 def get_prior_round_meta(wildcards):
     # Round r evolves from round r-1's artifact of the same lineage and method (round 1: artifacts/).
-    from evoaudit.seal.coverage import round_artifact
-
-    r = int(wildcards.round) - 1
-    return f"{RESULTS}/{round_artifact(r, wildcards.lineage, wildcards.method)}/meta.json"
+    return LAYOUT.artifact_meta(wildcards.lineage, wildcards.method, round=int(wildcards.round) - 1)
 
 
 def get_round_artifact_meta(wildcards):
-    from evoaudit.seal.coverage import round_artifact
-
     method = parse_condition(wildcards.condition).method
-    return f"{RESULTS}/{round_artifact(int(wildcards.round), wildcards.lineage, method)}/meta.json"
+    return LAYOUT.artifact_meta(wildcards.lineage, method, round=int(wildcards.round))
 
 
 def get_round_evaluate_shards(lineage=None):
     # Each later round's artifact on the endpoints, after the last round's freeze (empty for one round).
     lineages = [lineage] if lineage else LINEAGES
     return [
-        f"{RESULTS}/rounds/{r}/evaluate/{l}/{c}/{a}/shard{s}.jsonl"
+        LAYOUT.evaluate_shard(l, c, a, s, round=r)
         for r in ROUNDS for l in lineages for c in ROUND_CONDITIONS for a in ARMS for s in SHARDS
     ]
 
 
 def get_lineage_manifests():
-    return [f"{RESULTS}/freeze/{l}/manifest.json" for l in LINEAGES]
+    return [LAYOUT.freeze("manifest.json", l) for l in SEALED_LINEAGES]
 
 
 def get_lineage_unseal_events():
-    return [f"{RESULTS}/freeze/{l}/unseal.json" for l in LINEAGES]
+    return [LAYOUT.freeze("unseal.json", l) for l in SEALED_LINEAGES]
 
 
 def get_unseal_gate():
     # seal_scope global: a lineage opens only after the global unseal; ancient() keeps a rewrite of the
     # global event (e.g. when a lineage is added) from rerunning the lineages already evaluated.
-    return [ancient(f"{RESULTS}/freeze/unseal.json")] if CFG.seal.seal_scope == "global" else []
+    return [ancient(LAYOUT.freeze("unseal.json"))] if CFG.seal.seal_scope == "global" else []
 
 
 def get_verify_report():
-    return f"{RESULTS}/verify/verify.json"
+    return LAYOUT.verify_report()
 
 
 def get_evaluate_shards():
     return [
-        f"{RESULTS}/evaluate/{l}/{c}/{a}/shard{s}.jsonl"
+        LAYOUT.evaluate_shard(l, c, a, s)
         for l in LINEAGES for c in CONDITIONS for a in ARMS for s in SHARDS
     ]
 
@@ -171,7 +196,7 @@ def get_evaluate_shards():
 def get_defended_evaluate_shards():
     # Every condition × arm × shard again under each configured defence (empty without defences).
     return [
-        f"{RESULTS}/defense/{d}/evaluate/{l}/{c}/{a}/shard{s}.jsonl"
+        LAYOUT.evaluate_shard(l, c, a, s, defense=d)
         for d in DEFENSES for l in LINEAGES for c in CONDITIONS for a in ARMS for s in SHARDS
     ]
 
@@ -184,10 +209,10 @@ def get_evaluate_slots(wildcards):
 def get_lineage_evaluate_shards(wildcards):
     # The lineage's undefended shards, then its defended ones (replay re-executes both).
     return [
-        f"{RESULTS}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
+        LAYOUT.evaluate_shard(wildcards.lineage, c, a, s)
         for c in CONDITIONS for a in ARMS for s in SHARDS
     ] + [
-        f"{RESULTS}/defense/{d}/evaluate/{wildcards.lineage}/{c}/{a}/shard{s}.jsonl"
+        LAYOUT.evaluate_shard(wildcards.lineage, c, a, s, defense=d)
         for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
     ] + get_round_evaluate_shards(wildcards.lineage)
 
@@ -203,13 +228,13 @@ def get_lineage_shard_defenses():
 def get_lineage_replay_outputs():
     # One lineage's replay reports, in the order of get_lineage_evaluate_shards ({lineage} left open).
     return [
-        f"{RESULTS}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        LAYOUT.replay_report("{lineage}", c, a, s)
         for c in CONDITIONS for a in ARMS for s in SHARDS
     ] + [
-        f"{RESULTS}/defense/{d}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        LAYOUT.replay_report("{lineage}", c, a, s, defense=d)
         for d in DEFENSES for c in CONDITIONS for a in ARMS for s in SHARDS
     ] + [
-        f"{RESULTS}/rounds/{r}/replay/{{lineage}}/{c}/{a}/shard{s}.json"
+        LAYOUT.replay_report("{lineage}", c, a, s, round=r)
         for r in ROUNDS for c in ROUND_CONDITIONS for a in ARMS for s in SHARDS
     ]
 
@@ -218,7 +243,7 @@ def get_replay_reports():
     # Every re-execution check the report states: the per-shard replays (defended shards included) and,
     # when enabled, the determinism check (evoaudit report tells them apart by the verify report's path).
     shards = [
-        p.replace("/evaluate/", "/replay/").replace(".jsonl", ".json")
+        LAYOUT.replay_of(p)
         for p in get_evaluate_shards() + get_defended_evaluate_shards() + get_round_evaluate_shards()
     ]
     return shards + ([get_verify_report()] if CFG.seal.verify_sample > 0 else [])
@@ -231,21 +256,21 @@ def get_transfer_shards():
     if not CFG.transfer.enabled:
         return []
     return [
-        f"{RESULTS}/transfer/evaluate/{l}/{c}/attacked/shard0.jsonl"
+        LAYOUT.transfer_shard(l, c)
         for l in transfer_lineages(CFG) for c in active_conditions(CFG)
     ]
 
 
 def get_checker_audit_table_inputs(wildcards):
     return {
-        f"{s}_{kind}": f"{RESULTS}/suites/{s}/checker_audit{suffix}"
+        f"{s}_{kind}": LAYOUT.extra_suite(s, f"checker_audit{suffix}")
         for s in EXTRA_AUDITS
         for kind, suffix in (("csv", ".csv"), ("summary", "_summary.json"))
     }
 
 
 def get_extra_suite_outputs():
-    return [f"{RESULTS}/report/tables/checker_audit_suites.csv"] if EXTRA_AUDITS else []
+    return [LAYOUT.report_table("checker_audit_suites")] if EXTRA_AUDITS else []
 
 
 def get_final_outputs():
@@ -253,9 +278,10 @@ def get_final_outputs():
     # every per-lineage record is a target too: deleting one and rerunning redoes exactly that work and
     # what depends on it.
     return [
-        f"{RESULTS}/report/tables/main.csv",
-        f"{RESULTS}/report/report.md",
-        *(f"{RESULTS}/acquire/{l}/rollouts.jsonl" for l in LINEAGES),
+        RESOLVED_CONFIG,
+        LAYOUT.report_table("main"),
+        LAYOUT.report("report.md"),
+        *(LAYOUT.acquire(l, "rollouts.jsonl") for l in LINEAGES),
         *get_all_artifact_metas(),
         *get_evaluate_shards(),
         *get_defended_evaluate_shards(),
@@ -263,6 +289,7 @@ def get_final_outputs():
         *get_replay_reports(),
         *get_transfer_shards(),
         *get_extra_suite_outputs(),
+        *get_poisoning_outputs(),  # workflow/rules/poisoning.smk; none without poisoning
     ]
 
 
@@ -279,4 +306,9 @@ onstart:
 
     check_answer_budgets(CFG)
     evoaudit_machine.check(CFG)
-    evoaudit_preflight.check(CFG)
+    evoaudit_ownership.claim(CFG, workflow.configfiles, "config (config/config.yaml and --config overrides)")
+    # What the pre-flight found, per role, is kept with the run (logs/preflight.json and .log, and in
+    # logs/provenance.json).
+    _found = evoaudit_preflight.check(CFG)
+    if (_kept := evoaudit_preflight.record(CFG, RESULTS, _found)) is not None:
+        print(f"pre-flight: what each endpoint answered is in {_kept}", file=sys.stderr)

@@ -10,7 +10,7 @@ rule evaluate:
         event=ancient(rules.unseal_lineage.output.event),
         meta=get_artifact_meta,
     output:
-        rollouts=f"{RESULTS}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.evaluate_shard("{lineage}", "{condition}", "{arm}", "{shard}"),
     params:
         cfg=get_stage_params("evaluate"),
         arm=lambda wc: wc.arm,
@@ -20,11 +20,19 @@ rule evaluate:
         api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+        LAYOUT.log("evaluate/{lineage}/{condition}/{arm}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("evaluate/{lineage}/{condition}/{arm}/shard{shard}")
     script:
         "../../scripts/evaluate.py"
+
+
+# llm_monitor fixes its threshold on the lineage's acquisition tool outputs (evaluate.monitor); the other
+# defences read nothing more.
+def get_monitor_calibration_input(wc):
+    if wc.defense != "llm_monitor":
+        return {}
+    return {"acquisition": ancient(LAYOUT.acquire(wc.lineage, "rollouts.jsonl"))}
 
 
 # The defence axis (config key defenses, a named extension): the same shard with the defence rewriting
@@ -32,6 +40,7 @@ rule evaluate:
 # shard's, so the report pairs the two episode for episode.
 rule evaluate_defended:
     input:
+        unpack(get_monitor_calibration_input),
         table=rules.instances.output.table,
         spec=rules.instances.output.spec,
         endpoint=rules.instances.output.endpoint,
@@ -39,7 +48,7 @@ rule evaluate_defended:
         event=ancient(rules.unseal_lineage.output.event),
         meta=get_artifact_meta,
     output:
-        rollouts=f"{RESULTS}/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.evaluate_shard("{lineage}", "{condition}", "{arm}", "{shard}", defense="{defense}"),
     params:
         cfg=get_stage_params("evaluate"),
         arm=lambda wc: wc.arm,
@@ -50,8 +59,8 @@ rule evaluate_defended:
         api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+        LAYOUT.log("defense/{defense}/evaluate/{lineage}/{condition}/{arm}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/defense/{{defense}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("defense/{defense}/evaluate/{lineage}/{condition}/{arm}/shard{shard}")
     script:
         "../../scripts/evaluate.py"

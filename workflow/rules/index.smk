@@ -9,9 +9,9 @@ rule run_index:
     input:
         # Every page it links: the index is written only once they all exist. Its content comes from the
         # configuration alone (params), so a report rebuilt does not rewrite it (ancient: existence only).
-        [ancient(f"{RESULTS}/{path}") for path, _ in _RUN_REPORTS],
+        [ancient(LAYOUT.top(path)) for path, _ in _RUN_REPORTS],
     output:
-        f"{RESULTS}/{evoaudit_run_index.RUN_INDEX}",
+        LAYOUT.top(evoaudit_run_index.RUN_INDEX),
     params:
         results=RESULTS,
         apex=CFG.apex.enabled,
@@ -20,8 +20,8 @@ rule run_index:
         notices=evoaudit_run_index.run_notices(CFG),
     localrule: True  # one small page: not worth a cluster submission
     log:
-        f"{RESULTS}/logs/run_index.log",
+        LAYOUT.log("run_index"),
     benchmark:
-        f"{RESULTS}/benchmarks/run_index.tsv"
+        LAYOUT.benchmark("run_index")
     script:
         "../../scripts/run_index.py"

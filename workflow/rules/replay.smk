@@ -17,9 +17,9 @@ rule replay:
     group:
         "replay"
     log:
-        f"{RESULTS}/logs/replay/{{lineage}}.log",
+        LAYOUT.log("replay/{lineage}"),
     benchmark:
-        f"{RESULTS}/benchmarks/replay/{{lineage}}.tsv"
+        LAYOUT.benchmark("replay/{lineage}")
     script:
         "../../scripts/replay.py"
 
@@ -45,8 +45,8 @@ rule verify:
         api_slots=evoaudit_resources.api_slots(CFG, "verify"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/verify.log",
+        LAYOUT.log("verify"),
     benchmark:
-        f"{RESULTS}/benchmarks/verify.tsv"
+        LAYOUT.benchmark("verify")
     script:
         "../../scripts/verify.py"

@@ -49,27 +49,27 @@ rule report:
         spec=rules.instances.output.spec,
         audit=rules.checker_audit.output.summary,
     output:
-        main=f"{RESULTS}/report/tables/main.csv",
-        md=f"{RESULTS}/report/report.md",
-        index=f"{RESULTS}/report/html/index.html",
-        csv=[f"{RESULTS}/report/tables/{t}.csv" for t in REPORT_TABLES if t != "main"],
-        parquet=[f"{RESULTS}/report/tables/{t}.parquet" for t in REPORT_TABLES],
+        main=LAYOUT.report_table("main"),
+        md=LAYOUT.report("report.md"),
+        index=LAYOUT.report("html", "index.html"),
+        csv=[LAYOUT.report_table(t) for t in REPORT_TABLES if t != "main"],
+        parquet=[LAYOUT.report_table(t, "parquet") for t in REPORT_TABLES],
         extension_tables=[
-            f"{RESULTS}/report/tables/{t}.{ext}" for t in REPORT_EXTENSIONS for ext in ("csv", "parquet")
+            LAYOUT.report_table(t, ext) for t in REPORT_EXTENSIONS for ext in ("csv", "parquet")
         ],
         extension_pages=[
             report(
-                f"{RESULTS}/report/html/{t}.html",
+                LAYOUT.report("html", f"{t}.html"),
                 caption=f"../report/{t}.rst",
                 category=_REPORT_CATEGORY[t],
                 labels={"table": REPORT_EXTENSION_TABLES[t][0]},
             )
             for t in REPORT_EXTENSIONS
         ],
-        rollout_table=f"{RESULTS}/report/tables/{REPORT_ROLLOUT_TABLE}.parquet",
+        rollout_table=LAYOUT.report_table(REPORT_ROLLOUT_TABLE, "parquet"),
         pages=[
             report(
-                f"{RESULTS}/report/html/{t}.html",
+                LAYOUT.report("html", f"{t}.html"),
                 caption=f"../report/{t}.rst",
                 category=_REPORT_CATEGORY[t],
                 labels={"table": REPORT_TABLES[t][0]},
@@ -77,38 +77,38 @@ rule report:
             for t in REPORT_TABLES
         ],
         traces=report(
-            f"{RESULTS}/report/html/qualitative_traces.html",
+            LAYOUT.report("html", "qualitative_traces.html"),
             caption="../report/qualitative_traces.rst",
             category=_REPORT_CATEGORY["qualitative"],
             labels={"table": "Qualitative traces"},
         ),
         png=[
             report(
-                f"{RESULTS}/report/figures/{f}.png",
+                LAYOUT.report("figures", f"{f}.png"),
                 caption=f"../report/fig_{f}.rst",
                 category="Figures",
                 labels={"figure": f},
             )
             for f in (REPORT_FIGURES if CFG.report.figures else [])
         ],
-        svg=[f"{RESULTS}/report/figures/{f}.svg" for f in (REPORT_FIGURES if CFG.report.figures else [])],
+        svg=[LAYOUT.report("figures", f"{f}.svg") for f in (REPORT_FIGURES if CFG.report.figures else [])],
         extension_png=[
             report(
-                f"{RESULTS}/report/figures/{f}.png",
+                LAYOUT.report("figures", f"{f}.png"),
                 caption=f"../report/fig_{f}.rst",
                 category=_REPORT_CATEGORY[REPORT_ROUNDS_TABLE],
                 labels={"figure": f},
             )
             for f in REPORT_EXTENSION_FIGURES
         ],
-        extension_svg=[f"{RESULTS}/report/figures/{f}.svg" for f in REPORT_EXTENSION_FIGURES],
+        extension_svg=[LAYOUT.report("figures", f"{f}.svg") for f in REPORT_EXTENSION_FIGURES],
     params:
         cfg=get_stage_params("report"),
-        out=f"{RESULTS}/report",
+        out=LAYOUT.report(),
     log:
-        f"{RESULTS}/logs/report.log",
+        LAYOUT.log("report"),
     benchmark:
-        f"{RESULTS}/benchmarks/report.tsv"
+        LAYOUT.benchmark("report")
     script:
         "../../scripts/report.py"
 
@@ -120,13 +120,13 @@ rule export_inspect:
         shards=lambda wc: get_evaluate_shards()
         + (get_apex_benign_shards() + get_apex_attacked_shards() if CFG.apex.enabled else []),
     output:
-        directory(f"{RESULTS}/export/inspect"),
+        directory(LAYOUT.export("inspect")),
     params:
         results=RESULTS,
     log:
-        f"{RESULTS}/logs/export_inspect.log",
+        LAYOUT.log("export_inspect"),
     benchmark:
-        f"{RESULTS}/benchmarks/export_inspect.tsv"
+        LAYOUT.benchmark("export_inspect")
     script:
         "../../scripts/export_inspect.py"
 
@@ -143,4 +143,4 @@ def get_export_outputs():
             "report.inspect_logs: true needs inspect_ai, the inspect extra: pip install -e '.[inspect]' "
             "(or set report.inspect_logs: false)"
         )
-    return [f"{RESULTS}/export/inspect"]
+    return [LAYOUT.export("inspect")]

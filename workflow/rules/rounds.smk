@@ -10,8 +10,8 @@ rule acquire_round:
         spec=rules.instances.output.spec,
         prior=get_prior_round_meta,
     output:
-        rollouts=f"{RESULTS}/rounds/{{round}}/acquire/{{lineage}}/{{method}}/rollouts.jsonl",
-        record=f"{RESULTS}/rounds/{{round}}/acquire/{{lineage}}/{{method}}/record.json",
+        rollouts=LAYOUT.acquire("{lineage}", "rollouts.jsonl", round="{round}", method="{method}"),
+        record=LAYOUT.acquire("{lineage}", "record.json", round="{round}", method="{method}"),
     wildcard_constraints:
         method=_alternation(ROUND_METHODS) if ROUND_METHODS else r"(?!)",
     params:
@@ -21,9 +21,9 @@ rule acquire_round:
         api_slots=evoaudit_resources.api_slots(CFG, "acquire"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/rounds/{{round}}/acquire/{{lineage}}/{{method}}.log",
+        LAYOUT.log("rounds/{round}/acquire/{lineage}/{method}"),
     benchmark:
-        f"{RESULTS}/benchmarks/rounds/{{round}}/acquire/{{lineage}}/{{method}}.tsv"
+        LAYOUT.benchmark("rounds/{round}/acquire/{lineage}/{method}")
     script:
         "../../scripts/acquire.py"
 
@@ -36,7 +36,7 @@ rule evolve_round:
         prior=get_prior_round_meta,
     output:
         # update(): as rule evolve, so that an artifact endpoints were unsealed with is never replaced.
-        meta=update(f"{RESULTS}/rounds/{{round}}/artifacts/{{lineage}}/{{method}}/meta.json"),
+        meta=update(LAYOUT.artifact_meta("{lineage}", "{method}", round="{round}")),
     wildcard_constraints:
         method=_alternation(ROUND_METHODS) if ROUND_METHODS else r"(?!)",
     params:
@@ -46,9 +46,9 @@ rule evolve_round:
         api_slots=evoaudit_resources.api_slots(CFG, "evolve"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/rounds/{{round}}/evolve/{{lineage}}/{{method}}.log",
+        LAYOUT.log("rounds/{round}/evolve/{lineage}/{method}"),
     benchmark:
-        f"{RESULTS}/benchmarks/rounds/{{round}}/evolve/{{lineage}}/{{method}}.tsv"
+        LAYOUT.benchmark("rounds/{round}/evolve/{lineage}/{method}")
     script:
         "../../scripts/evolve.py"
 
@@ -64,7 +64,7 @@ rule evaluate_round:
         event=ancient(rules.unseal_lineage.output.event),
         meta=get_round_artifact_meta,
     output:
-        rollouts=f"{RESULTS}/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.jsonl",
+        rollouts=LAYOUT.evaluate_shard("{lineage}", "{condition}", "{arm}", "{shard}", round="{round}"),
     wildcard_constraints:
         condition=_alternation(ROUND_CONDITIONS) if ROUND_CONDITIONS else r"(?!)",
     params:
@@ -76,8 +76,8 @@ rule evaluate_round:
         api_slots=get_evaluate_slots,
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.log",
+        LAYOUT.log("rounds/{round}/evaluate/{lineage}/{condition}/{arm}/shard{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/rounds/{{round}}/evaluate/{{lineage}}/{{condition}}/{{arm}}/shard{{shard}}.tsv"
+        LAYOUT.benchmark("rounds/{round}/evaluate/{lineage}/{condition}/{arm}/shard{shard}")
     script:
         "../../scripts/evaluate.py"

@@ -9,16 +9,16 @@ rule freeze_lineage:
     input:
         metas=get_lineage_artifact_metas,
     output:
-        manifest=f"{RESULTS}/freeze/{{lineage}}/manifest.json",
+        manifest=LAYOUT.freeze("manifest.json", "{lineage}"),
     params:
         paths=lambda wc, input: [str(Path(m).parent) for m in input.metas],
         combine=False,
         results=RESULTS,
     localrule: True
     log:
-        f"{RESULTS}/logs/freeze/{{lineage}}.log",
+        LAYOUT.log("freeze/{lineage}"),
     benchmark:
-        f"{RESULTS}/benchmarks/freeze/{{lineage}}.tsv"
+        LAYOUT.benchmark("freeze/{lineage}")
     script:
         "../../scripts/freeze.py"
 
@@ -27,16 +27,16 @@ rule freeze:
     input:
         manifests=get_lineage_manifests(),
     output:
-        manifest=f"{RESULTS}/freeze/manifest.json",
+        manifest=LAYOUT.freeze("manifest.json"),
     params:
         paths=lambda wc, input: list(input.manifests),
         combine=True,
         results=RESULTS,
     localrule: True
     log:
-        f"{RESULTS}/logs/freeze.log",
+        LAYOUT.log("freeze"),
     benchmark:
-        f"{RESULTS}/benchmarks/freeze.tsv"
+        LAYOUT.benchmark("freeze")
     script:
         "../../scripts/freeze.py"
 
@@ -47,14 +47,14 @@ rule unseal:
     input:
         manifest=rules.freeze.output.manifest,
     output:
-        event=f"{RESULTS}/freeze/unseal.json",
+        event=LAYOUT.freeze("unseal.json"),
     params:
         results=RESULTS,
     localrule: True
     log:
-        f"{RESULTS}/logs/unseal.log",
+        LAYOUT.log("unseal"),
     benchmark:
-        f"{RESULTS}/benchmarks/unseal.tsv"
+        LAYOUT.benchmark("unseal")
     script:
         "../../scripts/unseal.py"
 
@@ -66,14 +66,14 @@ rule unseal_lineage:
         # a change of this lineage's artifacts still reaches here through its own manifest.
         gate=get_unseal_gate(),
     output:
-        event=f"{RESULTS}/freeze/{{lineage}}/unseal.json",
+        event=LAYOUT.freeze("unseal.json", "{lineage}"),
     params:
         scope=CFG.seal.seal_scope,
         results=RESULTS,
     localrule: True
     log:
-        f"{RESULTS}/logs/unseal/{{lineage}}.log",
+        LAYOUT.log("unseal/{lineage}"),
     benchmark:
-        f"{RESULTS}/benchmarks/unseal/{{lineage}}.tsv"
+        LAYOUT.benchmark("unseal/{lineage}")
     script:
         "../../scripts/unseal.py"

@@ -1,17 +1,17 @@
 rule checker_audit:
     output:
-        csv=f"{RESULTS}/suite/checker_audit.csv",
-        summary=f"{RESULTS}/suite/checker_audit_summary.json",
+        csv=LAYOUT.suite("checker_audit.csv"),
+        summary=LAYOUT.suite("checker_audit_summary.json"),
         # Written beside the CSV by the same command (suite.stage.goal_csv_path).
-        goals=f"{RESULTS}/suite/goal_checker_probes.csv",
+        goals=LAYOUT.suite("goal_checker_probes.csv"),
         # Defect classes only the strict probes find (suite.stage.extension_csv_path).
-        extension=f"{RESULTS}/suite/checker_audit_extension.csv",
+        extension=LAYOUT.suite("checker_audit_extension.csv"),
     params:
         cfg=get_stage_params("suite"),
     log:
-        f"{RESULTS}/logs/checker_audit.log",
+        LAYOUT.log("checker_audit"),
     benchmark:
-        f"{RESULTS}/benchmarks/checker_audit.tsv"
+        LAYOUT.benchmark("checker_audit")
     script:
         "../../scripts/checker_audit.py"
 
@@ -29,35 +29,35 @@ rule instances:
         unpack(get_instances_inputs),
     output:
         # Learning variants only (acquisition, validation): what every rule before unseal reads.
-        table=f"{RESULTS}/suite/instances.parquet",
+        table=LAYOUT.suite("instances.parquet"),
         # The sealed endpoint variants (suite.stage.endpoint_table_path), committed by sha256 in the
         # spec; only rules after unseal take it as input (tests/workflow/test_seal_dag.py).
-        endpoint=f"{RESULTS}/suite/endpoint.parquet",
-        spec=f"{RESULTS}/suite/suite_spec.json",
+        endpoint=LAYOUT.suite("endpoint.parquet"),
+        spec=LAYOUT.suite("suite_spec.json"),
         # Written beside the spec by the same command (suite.stage.variant_csv_path).
-        variant_probes=f"{RESULTS}/suite/variant_probes.csv",
+        variant_probes=LAYOUT.suite("variant_probes.csv"),
     params:
         cfg=get_stage_params("suite"),
     log:
-        f"{RESULTS}/logs/instances.log",
+        LAYOUT.log("instances"),
     benchmark:
-        f"{RESULTS}/benchmarks/instances.tsv"
+        LAYOUT.benchmark("instances")
     script:
         "../../scripts/instances.py"
 
 
 rule apex_probes:
-    # The APEX build-time probes (evoaudit.suite.apex.probes): every goal's oracle and no-op, every
+    # The APEX build-time probes (evoaudit.suite.apex.attacks.probes): every goal's oracle and no-op, every
     # placement's reachability, every exposure rule on its payload and the clean world, every program's
     # effect through the sandbox. Fails the job when any probe fails.
     output:
-        csv=f"{RESULTS}/suite/apex_probes.csv",
+        csv=LAYOUT.suite("apex_probes.csv"),
     params:
         cfg=get_stage_params("apex_probes"),
     log:
-        f"{RESULTS}/logs/apex_probes.log",
+        LAYOUT.log("apex_probes"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex_probes.tsv"
+        LAYOUT.benchmark("apex_probes")
     script:
         "../../scripts/apex_probes.py"
 
@@ -68,13 +68,13 @@ rule apex_worlds:
     # the spec that pins their sha256s. No Banking rule takes it as input; it is not in the default target
     # (build it with `snakemake apex_worlds`).
     output:
-        manifest=f"{CFG.suite.apex.out}/apex_manifest.json",
-        spec=f"{CFG.suite.apex.out}/apex_spec.json",
+        manifest=LAYOUT.apex_world("apex_manifest.json"),
+        spec=LAYOUT.apex_world("apex_spec.json"),
     params:
         cfg=get_stage_params("apex_worlds"),
     log:
-        f"{RESULTS}/logs/apex_worlds.log",
+        LAYOUT.log("apex_worlds"),
     benchmark:
-        f"{RESULTS}/benchmarks/apex_worlds.tsv"
+        LAYOUT.benchmark("apex_worlds")
     script:
         "../../scripts/apex_worlds.py"

@@ -6,14 +6,14 @@
 rule suite_checker_audit:
     # The listed suite's own checker audit (evoaudit.suite.registry.get_checker_audit); no model is called.
     output:
-        csv=f"{RESULTS}/suites/{{xsuite}}/checker_audit.csv",
-        summary=f"{RESULTS}/suites/{{xsuite}}/checker_audit_summary.json",
+        csv=LAYOUT.extra_suite("{xsuite}", "checker_audit.csv"),
+        summary=LAYOUT.extra_suite("{xsuite}", "checker_audit_summary.json"),
     params:
         cfg=get_stage_params("suite"),
     log:
-        f"{RESULTS}/logs/suites/{{xsuite}}/checker_audit.log",
+        LAYOUT.log("suites/{xsuite}/checker_audit"),
     benchmark:
-        f"{RESULTS}/benchmarks/suites/{{xsuite}}/checker_audit.tsv"
+        LAYOUT.benchmark("suites/{xsuite}/checker_audit")
     script:
         "../../scripts/suite_checker_audit.py"
 
@@ -25,11 +25,11 @@ rule checker_audit_table:
     params:
         suites=EXTRA_AUDITS,
     output:
-        csv=f"{RESULTS}/report/tables/checker_audit_suites.csv",
-        md=f"{RESULTS}/report/tables/checker_audit_suites.md",
+        csv=LAYOUT.report_table("checker_audit_suites", "csv"),
+        md=LAYOUT.report_table("checker_audit_suites", "md"),
     log:
-        f"{RESULTS}/logs/checker_audit_table.log",
+        LAYOUT.log("checker_audit_table"),
     benchmark:
-        f"{RESULTS}/benchmarks/checker_audit_table.tsv"
+        LAYOUT.benchmark("checker_audit_table")
     script:
         "../../scripts/checker_audit_table.py"

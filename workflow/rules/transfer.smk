@@ -15,13 +15,13 @@ _TRANSFER_DIGEST = (
 
 rule transfer_config:
     output:
-        config=f"{RESULTS}/transfer/config.json",
+        config=LAYOUT.transfer("config.json"),
     params:
         derived=_TRANSFER_DIGEST,
     log:
-        f"{RESULTS}/logs/transfer/config.log",
+        LAYOUT.log("transfer/config"),
     benchmark:
-        f"{RESULTS}/benchmarks/transfer/config.tsv"
+        LAYOUT.benchmark("transfer/config")
     script:
         "../../scripts/transfer_config.py"
 
@@ -36,7 +36,7 @@ rule transfer_evaluate:
         event=rules.unseal_lineage.output.event,
         meta=get_artifact_meta,
     output:
-        rollouts=f"{RESULTS}/transfer/evaluate/{{lineage}}/{{condition}}/attacked/shard0.jsonl",
+        rollouts=LAYOUT.transfer_shard("{lineage}", "{condition}"),
     params:
         cfg=get_stage_params("evaluate"),
         derived=_TRANSFER_DIGEST,
@@ -47,8 +47,8 @@ rule transfer_evaluate:
         api_slots=evoaudit_resources.api_slots(CFG, "transfer_evaluate"),
     localrule: evoaudit_resources.local_endpoint_rules(CFG)
     log:
-        f"{RESULTS}/logs/transfer/{{lineage}}/{{condition}}.log",
+        LAYOUT.log("transfer/{lineage}/{condition}"),
     benchmark:
-        f"{RESULTS}/benchmarks/transfer/{{lineage}}/{{condition}}.tsv"
+        LAYOUT.benchmark("transfer/{lineage}/{condition}")
     script:
         "../../scripts/evaluate.py"

@@ -10,7 +10,6 @@ side effect); ``agent.profile: agentdojo`` does it, for parity with that runner 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -18,11 +17,13 @@ from typing import Any
 
 from evoaudit.agent.profile import agent_profile
 from evoaudit.agent.prompt import opening_messages
+from evoaudit.config import Config
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
-from evoaudit.suite.defenses import Defense
+from evoaudit.suite.defenses import MONITOR_SYSTEM, Defense, monitor_score
 from evoaudit.suite.interface import AgentProfile, AuditSuite, ToolSession
+from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
 # ``tool_name(...)`` call of a known tool, or a JSON object naming one.
@@ -75,6 +76,8 @@ async def run_episode(
     The session's environment is mutated in place: it is the terminal state when this returns. A
     ``defense`` changes what the model receives (each tool message's text, and user messages after a round
     of tool results); the executed calls keep the runtime's own text.
+
+    Long on purpose: the hot path (benchmarks/harness_overhead.py); one loop whose state every branch updates.
     """
     tools = session.schemas()
     tool_names = {t["function"]["name"] for t in tools}
@@ -138,14 +141,28 @@ async def run_episode(
                 ep.calls.append(_execute(tc.id, tc.name, tc.arguments, session))
             executed = ep.calls[-1]
             text = executed.error or executed.result
+            flagged = False
+            if defense is not None and defense.monitors:
+                # llm_monitor: the model screens the output in a request of its own before the agent sees it.
+                try:
+                    score, asked = await screen(backend, text, seed)
+                except InfraFailure as failure:
+                    ep.infra_failure, ep.infra_failure_detail = failure.kind, failure.detail
+                    break
+                for k, v in asked.items():
+                    usage[k] += v
+                ep.calls[-1] = executed = executed.model_copy(update={"monitor_score": score})
+                flagged = defense.flagged(score)
             ep.messages.append(
                 Message(
                     role="tool",
                     tool_call_id=tc.id,
                     name=tc.name,
-                    content=defense.tool_output(text) if defense is not None else text,
+                    content=defense.tool_output(text, flagged) if defense is not None else text,
                 )
             )
+        if ep.infra_failure is not None:
+            break
         if defense is not None:
             prompt = next((m.content or "" for m in ep.messages if m.role == "user"), "")
             ep.messages.extend(Message(role="user", content=t) for t in defense.after_tools(prompt))
@@ -171,7 +188,9 @@ async def run_runner_episode(
     runner's loop stops before them); and while the final message has no content the episode is run again
     from the opening messages, on the environment the last run left, up to ``profile.attempts`` runs in
     all. The episode records every run's messages and calls, in order; a call id an earlier run already
-    used is renamed in the record (the requests carry the server's own), so ids are unique in the episode."""
+    used is renamed in the record (the requests carry the server's own), so ids are unique in the episode.
+
+    Long on purpose: ``run_episode``'s loop in a runner's shapes; kept beside it, line for line comparable."""
     tools = profile.tool_schemas()
     tool_names = {t["function"]["name"] for t in tools}
     ep = Episode(messages=[])
@@ -244,6 +263,23 @@ async def run_runner_episode(
     return ep
 
 
+async def screen(backend: ChatBackend, text: str, seed: int | None) -> tuple[int, dict[str, int]]:
+    """llm_monitor's question about one tool output, asked of ``backend`` (the executor's model): its score
+    (``suite.defenses.monitor_score``) and the usage it took."""
+    request = ChatRequest(
+        messages=(Message(role="system", content=MONITOR_SYSTEM), Message(role="user", content=text)),
+        tools=(),
+        seed=seed,
+    )
+    response = await backend.complete(request)
+    usage = {
+        "requests": 0 if response.cached else 1,
+        "prompt_tokens": response.prompt_tokens,
+        "completion_tokens": response.completion_tokens,
+    }
+    return monitor_score(response.message.content), usage
+
+
 def _out_of_time(start: float, time_limit_s: float | None) -> bool:
     return time_limit_s is not None and time.perf_counter() - start >= time_limit_s
 
@@ -273,7 +309,7 @@ async def run_instance(
     suite: AuditSuite,
     attack: str | None,
     injections: dict[str, str],
-    cfg: Any = None,
+    cfg: Config | None = None,
     *,
     max_steps: int,
     seed: int | None,
@@ -282,11 +318,11 @@ async def run_instance(
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
-    ``cfg`` is handed to ``suite.open_tools`` (it may choose the transport); a ``defense`` rewrites the
-    system message and what the model receives (``suite.defenses``)."""
+    ``cfg``'s suite section is handed to ``suite.open_tools`` (it may choose the transport); a ``defense``
+    rewrites the system message and what the model receives (``suite.defenses``)."""
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
-    session = suite.open_tools(env, cfg)
+    session = suite.open_tools(env, cfg.suite if cfg is not None else None)
     profile = agent_profile(suite, cfg)
     opening = opening_messages(
         defense.system(system) if defense is not None else system, suite.prompt_for(instance, attack)
@@ -316,18 +352,19 @@ async def run_instance(
 def _args_of(arguments: str) -> dict | None:
     """A call's arguments as recorded (``_execute``'s reading): a JSON object, else None."""
     try:
-        args = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
+        args = parse_arguments(arguments)
+    except ArgumentsError:
         return None
     return recordable(args) if isinstance(args, dict) else None
 
 
 def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> ExecutedCall:
-    """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would."""
+    """Malformed arguments are the agent's failure: the model is told the error, as a real runtime would
+    (``tool_args``: strict JSON, no non-finite numbers)."""
     try:
-        args = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return ExecutedCall(call_id=call_id, function=name, args=None, error=f"JSONDecodeError: {exc}")
+        args = parse_arguments(arguments)
+    except ArgumentsError as exc:
+        return ExecutedCall(call_id=call_id, function=name, args=None, error=str(exc))
     if not isinstance(args, dict):
         return ExecutedCall(
             call_id=call_id,

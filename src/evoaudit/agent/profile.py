@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import Config
 from evoaudit.suite.interface import AgentProfile, AuditSuite
 from evoaudit.suite.registry import get_suite
 
 
-def agent_profile(suite: AuditSuite, cfg: Any) -> AgentProfile | None:
+def agent_profile(suite: AuditSuite, cfg: Config | None) -> AgentProfile | None:
     """The runner profile ``cfg.agent.profile`` names on ``suite``; None for ``default`` (or no cfg)."""
     name = getattr(getattr(cfg, "agent", None), "profile", "default")
     if name == "default":
@@ -20,7 +19,7 @@ def agent_profile(suite: AuditSuite, cfg: Any) -> AgentProfile | None:
     return profile
 
 
-def configured_prompt(cfg: Any, sections: list[tuple[str, str]] | None = None) -> str:
+def configured_prompt(cfg: Config, sections: list[tuple[str, str]] | None = None) -> str:
     """The system prompt of an episode: ``agent.system_prompt`` with a condition's ``sections``, or under a
     runner profile that runner's own system message (byte for byte when no section has text, so the
     request is the runner's own)."""

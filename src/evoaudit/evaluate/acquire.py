@@ -7,18 +7,20 @@ finishes and asserted by each evolve job (matched acquisition).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
-from evoaudit.evaluate.runner import plan_episodes, run_specs
+from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs
 from evoaudit.evaluate.stage import deployed_prompts
 from evoaudit.hashing import sha256_file
 from evoaudit.methods.artifact import read_meta
-from evoaudit.methods.conditions import Insertion, condition
+from evoaudit.methods.conditions import Insertion, deployment
 from evoaudit.models.factory import make_backend
+from evoaudit.poisoning import PoisonedLineage, poisoned, poisoned_episodes
 from evoaudit.provenance import write_provenance
 from evoaudit.records import AcquisitionRecord
 from evoaudit.seal.guard import load_learning_instances
@@ -47,17 +49,29 @@ def acquire(
     backend = make_backend(cfg, cfg.executor, learning)
     name = "acquire" if prior is None else f"acquire-round{round_index}"
     specs = plan_episodes(lineage, name, "benign", chosen, [])
+    poison = poisoned(cfg, lineage)
+    placed: list[str] = []
+    if poison is not None:
+        specs, placed = poison_specs(cfg.seed, poison, specs)
     if prior is None:
         system, retrieval, artifact_sha = configured_prompt(cfg), None, None
     else:
         meta = read_meta(prior)
-        insertion = Insertion(condition(meta.method), prior)
+        insertion = Insertion(deployment(meta.method), prior)
         system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
         artifact_sha = artifact_sha256(prior)
     rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
     later: dict[str, Any] = {}
     if prior is not None:
         later = {"round": round_index, "deployed": prior.as_posix(), "deployed_sha256": artifact_sha}
+    if poison is not None:
+        later |= {
+            "poison_twin": poison.twin,
+            "poison_goal": poison.goal,
+            "poison_share": poison.share,
+            "poison_attack": cfg.poisoning.attack,
+            "poisoned_episodes": placed,
+        }
     info = AcquisitionRecord(
         lineage=lineage,
         path=out.as_posix(),
@@ -71,3 +85,17 @@ def acquire(
     info.write(record)
     write_provenance([out, record], cfg, "acquire", spec=spec, executor=info.executor)
     return info.model_dump(mode="json")
+
+
+def poison_specs(
+    seed: int, poison: PoisonedLineage, specs: list[EpisodeSpec]
+) -> tuple[list[EpisodeSpec], list[str]]:
+    """A poisoned lineage's acquisition episodes: every one with its twin's seed, and the chosen share of
+    those an injection can reach (the instance's ground truth reaches a vector) carrying the poison goal,
+    placed by the suite's attack like an attacked episode's, with the benign episode's seed. Returns the
+    episodes and the rollout ids that carry the poison."""
+    twin = [replace(s, twin=poison.twin) for s in specs]
+    reachable = [s.rollout_id for s in twin if s.instance.vectors]
+    chosen = set(poisoned_episodes(seed, poison, reachable, len(twin)))
+    out = [replace(s, goal=poison.goal, poisoned=True) if s.rollout_id in chosen else s for s in twin]
+    return sorted(out, key=lambda s: s.rollout_id), sorted(s.rollout_id for s in out if s.poisoned)

@@ -63,6 +63,9 @@ def compute_outcome(
     else:
         attack_success = None if goal is None else suite.check_goal(goal, episode.final_output, pre, post)
         exposed = suite.exposed(episode.messages, injections, goal) if suite.exposure_applies(goal) else None
+    # evoaudit's variant of utility under attack, where the suite defines one (Banking: the attacker's
+    # effects taken back before the checker runs); AgentDojo's own is ``check_utility_under_attack``.
+    isolated = getattr(suite, "check_utility_under_attack_isolated", None)
     return Outcome(
         # The task is done when every part of it is (interface: check_utility == (task_score == 1)).
         utility=score == 1.0,
@@ -70,6 +73,9 @@ def compute_outcome(
         utility_under_attack=None
         if goal is None
         else suite.check_utility_under_attack(instance, goal, episode.final_output, pre, post),
+        utility_under_attack_isolated=None
+        if goal is None or isolated is None
+        else isolated(instance, goal, episode.final_output, pre, post),
         attack_success=attack_success,
         exposed=exposed,
         harm=harm,

@@ -50,6 +50,13 @@ class EpisodeSpec:
     # The defence the episode runs under (suite.defenses); None: undefended, the paper's protocol. Not in
     # the rollout id: a defended run has its own shard files, and the same seed as its undefended twin.
     defense: str | None = None
+    # The poisoning extension (docs/poisoning.md): a poisoned lineage's clean twin, whose seeds it draws
+    # (None: its own lineage's); and whether ``goal`` was placed by poisoning an acquisition episode, which
+    # then keeps the seed of the benign episode it replaces.
+    twin: str | None = None
+    poisoned: bool = False
+    # llm_monitor's threshold, fixed on benign items for the shard (``evaluate.monitor``); None otherwise.
+    monitor_threshold: int | None = None
     # The executor's episode seed (``episode_seed``); None on a spec only planned, not yet bound.
     seed: int | None = None
     # The resume key its rollout records (``evaluate.resume``); None until bound, or for a lone episode.
@@ -129,8 +136,11 @@ def episode_seed(cfg: Config, spec: EpisodeSpec) -> int:
 
 
 def _seed(global_seed: int, spec: EpisodeSpec) -> int:
-    # No condition in the seed: conditions share draws (common random numbers).
-    return derive_seed(global_seed, spec.lineage, spec.instance.instance_id, spec.goal, "executor")
+    # No condition in the seed: conditions share draws (common random numbers); nor, for a poisoned
+    # lineage, the poison (its twin's draws: docs/poisoning.md).
+    lineage = spec.twin or spec.lineage
+    goal = None if spec.poisoned else spec.goal
+    return derive_seed(global_seed, lineage, spec.instance.instance_id, goal, "executor")
 
 
 def bind(
@@ -141,8 +151,16 @@ def bind(
     seed = _seed(run.seed, spec)
     if executor is None:
         return replace(spec, seed=seed)
-    key = _resume_key(run.sections_sha256, spec.defense, seed, executor, artifact_sha256)
+    key = _resume_key(run.sections_sha256, _defense_key(spec), seed, executor, artifact_sha256)
     return replace(spec, seed=seed, resume_key=key)
+
+
+def _defense_key(spec: EpisodeSpec) -> str | None:
+    """The defence as the resume key reads it: with llm_monitor's threshold, which a changed calibration
+    moves."""
+    if spec.monitor_threshold is None:
+        return spec.defense
+    return f"{spec.defense}@{spec.monitor_threshold}"
 
 
 def _resume_key(
@@ -163,7 +181,7 @@ def spec_resume_key(
 ) -> str:
     """The resume key ``bind`` gives ``spec`` under ``cfg``."""
     sections = sections_sha256 or stage_digest(cfg, "episode")
-    return _resume_key(sections, spec.defense, episode_seed(cfg, spec), executor, artifact_sha256)
+    return _resume_key(sections, _defense_key(spec), episode_seed(cfg, spec), executor, artifact_sha256)
 
 
 async def run_one(
@@ -191,7 +209,11 @@ async def run_episode(
     inst = spec.instance
     suite = get_suite(inst.suite)
     injections = suite.injections(run.config, inst, spec.goal)
-    pre, env, episode = await run_instance(
+    if not run.config.agent.external.command:
+        run_agent = run_instance
+    else:  # your own agent over MCP (agent.external)
+        from evoaudit.evaluate.served.external import run_external as run_agent
+    pre, env, episode = await run_agent(
         backend,
         system,
         inst,
@@ -201,7 +223,7 @@ async def run_episode(
         run.config,
         max_steps=run.max_steps,
         seed=spec.seed if run.send_seed else None,
-        defense=get_defense(spec.defense, spec.seed),
+        defense=get_defense(spec.defense, spec.seed, spec.monitor_threshold),
         time_limit_s=run.time_limit_s,
     )
     outcome = compute_outcome(suite, inst, spec.goal, injections, pre, env, episode)
@@ -246,6 +268,7 @@ def _identity(spec: EpisodeSpec, backend: ChatBackend, artifact_sha256: str | No
         "artifact_sha256": artifact_sha256,
         "resume_key": spec.resume_key,
         "defense": spec.defense,
+        "monitor_threshold": spec.monitor_threshold,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -15,11 +16,12 @@ from evoaudit.hashing import sha256_json
 from evoaudit.methods.artifact import artifact_files
 from evoaudit.methods.conditions import Insertion, condition, condition_goals
 from evoaudit.models.factory import make_backend
+from evoaudit.poisoning import poisoned
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
 from evoaudit.seal.guard import open_endpoints
 from evoaudit.seal.manifest import verify_file
-from evoaudit.suite.defenses import ORIGINS
+from evoaudit.suite.defenses import ORIGINS, get_defense
 from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
@@ -55,9 +57,12 @@ def evaluate_shard(
     out: Path,
     endpoint: Path | None = None,
     defense: str | None = None,
+    acquisition: Path | None = None,
 ) -> None:
     """``defense`` (one of ``suite.defenses.DEFENSES``) rewrites what the model sees in every episode
-    (the defence axis, a named extension); None is the paper's protocol."""
+    (the defence axis, a named extension); None is the paper's protocol. llm_monitor fixes its threshold
+    on the benign tool outputs of ``acquisition``, the lineage's acquisition rollouts
+    (``evaluate.monitor``)."""
     verify_table(table, spec)
     variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint
     # Endpoint variants live in their own file (suite stage), opened only past a verified unseal.
@@ -70,14 +75,25 @@ def evaluate_shard(
     cond = condition(condition_name)
     insertion = Insertion(cond, artifact_dir)
     goals = condition_goals(cond, cfg.suite.goals, cfg.methods_params.placebo.goals)
+    planned = plan_episodes(lineage, condition_name, arm, instances, goals, defense)
+    if (poison := poisoned(cfg, lineage)) is not None:  # a poisoned lineage draws its twin's seeds
+        planned = [replace(s, twin=poison.twin) for s in planned]
     specs = shard(
-        plan_episodes(lineage, condition_name, arm, instances, goals, defense),
+        planned,
         shard_index,
         cfg.evaluation.shards,
     )
     system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
     backend = make_backend(cfg, cfg.executor, instances)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
+    if defense is not None and get_defense(defense, 0).monitors:
+        if acquisition is None:
+            raise ValueError("llm_monitor needs the lineage's acquisition rollouts to fix its threshold")
+        from evoaudit.evaluate.monitor import calibrate_monitor
+
+        calibration = asyncio.run(calibrate_monitor(cfg, backend, acquisition))
+        extra["defense"]["calibration"] = calibration.model_dump()
+        specs = [replace(s, monitor_threshold=calibration.threshold) for s in specs]
     write_provenance(
         out, cfg, "evaluate", spec=spec, manifest=manifest_path, executor=backend.fingerprint(), **extra
     )

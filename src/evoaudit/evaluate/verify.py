@@ -26,6 +26,7 @@ from evoaudit.errors import AuditError
 from evoaudit.evaluate.stage import evaluate_shard
 from evoaudit.jsonl import partial_path
 from evoaudit.methods.conditions import condition
+from evoaudit.paths import DEFENSE, EVALUATE, Layout
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm, DeterminismReport
 
@@ -78,9 +79,9 @@ def _shard_identity(path: Path, results_dir: Path) -> tuple[str | None, str, str
     """``<results>[/defense/<defence>]/evaluate/<lineage>/<condition>/<arm>/shard<N>.jsonl`` -> its
     defence (None: the undefended protocol) and identity."""
     parts, defense = path.relative_to(results_dir).parts, None
-    if len(parts) > 2 and parts[0] == "defense":
+    if len(parts) > 2 and parts[0] == DEFENSE:
         defense, parts = parts[1], parts[2:]
-    if len(parts) != 5 or parts[0] != "evaluate" or not re.fullmatch(r"shard\d+\.jsonl", parts[4]):
+    if len(parts) != 5 or parts[0] != EVALUATE or not re.fullmatch(r"shard\d+\.jsonl", parts[4]):
         raise DeterminismError(
             f"{path}: not an evaluation shard path "
             "(<results>[/defense/<defence>]/evaluate/<lineage>/<condition>/<arm>/shardN.jsonl)"
@@ -92,7 +93,7 @@ def _sample_key(path: Path, results_dir: Path, rollout_id: str) -> str:
     """A rollout's name in the sample: its id, prefixed ``defense/<defence>/`` for a defended episode,
     which shares its undefended pair's id (the same episode under a defence)."""
     defense = _shard_identity(path, results_dir)[0]
-    return rollout_id if defense is None else f"defense/{defense}/{rollout_id}"
+    return rollout_id if defense is None else f"{DEFENSE}/{defense}/{rollout_id}"
 
 
 def verify_rollouts(
@@ -105,6 +106,10 @@ def verify_rollouts(
     out: Path,
     sample: int | None = None,
 ) -> dict[str, Any]:
+    """None
+
+    Long on purpose: sampling, rerunning and comparing share the sample's bookkeeping and one scratch
+    directory."""
     sample = cfg.seal.verify_sample if sample is None else sample
     # Keyed by sample key: a defended shard's rollouts are sampled beside the undefended ones.
     lines: dict[str, tuple[Path, str, str]] = {}
@@ -119,6 +124,7 @@ def verify_rollouts(
         by_shard[lines[key][0]].add(lines[key][1])
 
     differing = []
+    layout = Layout.at(results_dir)
     with tempfile.TemporaryDirectory(prefix="evoaudit-verify-") as tmp:
         jobs = sorted(by_shard.items())
 
@@ -145,12 +151,14 @@ def verify_rollouts(
                 index,
                 table=table,
                 spec=spec,
-                manifest_path=results_dir / "freeze" / lineage / "manifest.json",
-                unseal_event=results_dir / "freeze" / lineage / "unseal.json",
-                artifact_dir=results_dir / "artifacts" / lineage / condition(cond).method,
+                manifest_path=Path(layout.freeze("manifest.json", lineage)),
+                unseal_event=Path(layout.freeze("unseal.json", lineage)),
+                artifact_dir=Path(layout.artifact(lineage, condition(cond).method)),
                 results_dir=results_dir,
                 out=scratch,
                 defense=defense,
+                # llm_monitor fixes its threshold again on the lineage's acquisition record, as its shard did
+                acquisition=results_dir / "acquire" / lineage / "rollouts.jsonl",
             )
             return {
                 json.loads(line)["rollout_id"]: line

@@ -16,9 +16,9 @@ import json
 import random
 import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
-from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.methods.common import (
     MalformedOutput,
@@ -28,7 +28,8 @@ from evoaudit.methods.common import (
     task_query,
     with_role,
 )
-from evoaudit.methods.protocol import EvolveInputs
+from evoaudit.methods.neutral import workflow_placebo
+from evoaudit.methods.protocol import Deployed, EvolveInputs, MethodBase, PlaceboState, Sections
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
 
@@ -221,18 +222,39 @@ def adapt(literal: str) -> tuple[str, dict[str, Any]]:
     return adapted, check_equivalence(literal, adapted)
 
 
-class AgentWorkflowMemory:
+class AgentWorkflowMemory(MethodBase):
     """AWM as a ``Method``: one induction call over the admitted examples; a later round adds its workflows
     to the previous round's."""
 
     name = "awm"
     learns = True
+    state_file = STATE_FILE
+    section = SECTION
+    unit_kind = "workflow step"  # one line of an induced workflow
+    # Two insertion arms of one artifact: the literal induced text, and the adapted text (only the four
+    # envelope tag strings stripped, ``adapt``). The placebo is inserted literally.
+    insertions = {"awm-literal": "literal", "awm-adapted": "adapted"}
 
-    def success_label(self, cfg: Config) -> str:
-        return cfg.methods_params.success_label
+    def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
+        text = (artifact_dir / STATE_FILE).read_text()
+        if insertion == "adapted":
+            # The equivalence assertions run here, before the adapted text can reach an executor.
+            text, _ = adapt(text)
+        elif insertion != "literal":
+            raise ValueError(f"awm: no insertion {insertion!r} (literal or adapted)")
+        return Sections([(SECTION, text)])
 
-    def check_budgets(self, cfg: Config) -> None:
-        return None
+    def placebo(self, real_dir: Path, rng: random.Random) -> PlaceboState:
+        """Generic prose of matched length, one section per workflow (``neutral.workflow_placebo``)."""
+        real = (real_dir / STATE_FILE).read_text()
+        fake = workflow_placebo(real, rng)
+        # steps_placebo is 0 by design (prose, no envelope); envelope_tags counts any tag that slipped in.
+        extra = {
+            "steps_real": len(steps(real)),
+            "steps_placebo": len(steps(fake)),
+            "envelope_tags": sum(fake.count(tag) for tag in TAGS),
+        }
+        return PlaceboState({STATE_FILE: fake}, len(real), len(fake), extra)
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
         cfg, lineage = inputs.cfg, inputs.lineage

@@ -1,4 +1,10 @@
-"""Conditions: an artifact plus the transform by which it enters the executor."""
+"""Conditions: an artifact plus the insertion by which it enters the executor.
+
+A condition is named after its method (``evoaudit.method_plugins``): ``<method>`` or
+``<method>-<insertion>`` as the method's ``insertions`` list them, and ``placebo-<method>``, which deploys
+the method's placebo with its first insertion. How an insertion reads the artifact is the method's
+(``Method.deploy``).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoaudit.methods import awm, reasoningbank, skillopt
+from evoaudit import method_plugins
+from evoaudit.config import Config, ConfigError
 from evoaudit.methods.artifact import read_meta
+from evoaudit.methods.protocol import Deployed
+from evoaudit.methods.registry import get_method
 from evoaudit.seal.coverage import round_methods
-
-# Derived arms: condition name -> (method whose artifact it deploys, insertion transform).
-_ARMS = {"awm-literal": ("awm", "literal"), "awm-adapted": ("awm", "adapted")}
 
 
 @dataclass(frozen=True)
@@ -22,19 +28,52 @@ class Condition:
 
     @property
     def is_placebo(self) -> bool:
-        return self.method.startswith("placebo-")
+        return self.method.startswith(method_plugins.PLACEBO_PREFIX)
+
+    @property
+    def base(self) -> str:
+        """The method itself (for a placebo, the method it is shaped after)."""
+        return self.method.removeprefix(method_plugins.PLACEBO_PREFIX)
 
 
 def condition(name: str) -> Condition:
-    if name in _ARMS:
-        method, transform = _ARMS[name]
-        return Condition(name=name, method=method, transform=transform)
-    base = name.removeprefix("placebo-")
-    method = "awm" if base.startswith("awm") else base
-    return Condition(name=name, method=method if name == base else f"placebo-{method}")
+    try:
+        method = method_plugins.check_condition(name)
+    except method_plugins.MethodPluginError as exc:
+        raise ConfigError(f"unknown condition: {exc}") from None
+    learner = get_method(method)
+    insertions = dict(learner.insertions)
+    if name.startswith(method_plugins.PLACEBO_PREFIX):
+        if not learner.learns:
+            raise ConfigError(
+                f"unknown condition: {name!r}: method {method!r} deploys no state, so no placebo"
+            )
+        first = next(iter(insertions.values()), "literal")
+        return Condition(name=name, method=f"{method_plugins.PLACEBO_PREFIX}{method}", transform=first)
+    if name not in insertions:
+        raise ConfigError(
+            f"unknown condition: {name!r}: method {method!r} has the conditions {sorted(insertions)}"
+        )
+    return Condition(name=name, method=method, transform=insertions[name])
 
 
-def round_conditions(cfg: Any) -> list[str]:
+def check_conditions(cfg: Config, source: str) -> None:
+    """Every configured condition parses (its method's insertions, a placebo's method that learns); else a
+    ConfigError naming ``source`` and the field. Run where a configuration enters a run."""
+    for name in cfg.conditions:
+        try:
+            condition(name)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: conditions: {exc}") from None
+
+
+def deployment(method: str) -> Condition:
+    """A method's own artifact as a later round's acquisition deploys it: under its first insertion."""
+    first = next(iter(get_method(method).insertions.items()))
+    return Condition(name=first[0], method=method, transform=first[1])
+
+
+def round_conditions(cfg: Config) -> list[str]:
     """The conditions a later round's artifact is evaluated under (``methods_params.rounds``): those
     deploying an evolved method's own artifact, not static and not a placebo (a placebo is shaped after
     the first round's artifact)."""
@@ -64,46 +103,30 @@ class Insertion:
                 f"condition {cond.name!r} deploys {cond.method!r} state, but {artifact_dir}/meta.json is "
                 f"for {meta.method!r}; pass the {cond.method} artifact directory"
             )
-        self.base = cond.method.removeprefix("placebo-")
-        self.static: list[tuple[str, str]] = []
-        self.retriever: reasoningbank.Retriever | None = None
-        if self.base == "static":
-            return
-        if self.base == "skillopt":
-            self.static = skillopt.skill_sections((artifact_dir / skillopt.STATE_FILE).read_text())
-        elif self.base == "awm":
-            text = (artifact_dir / awm.STATE_FILE).read_text()
-            if cond.transform == "adapted":
-                # The equivalence assertions run here, before the adapted text can reach an executor.
-                text, _ = awm.adapt(text)
-            self.static = [(awm.SECTION, text)]
-        elif self.base == "reasoningbank":
-            self.retriever = reasoningbank.Retriever(artifact_dir)
-        else:
-            raise ValueError(f"condition {cond.name!r}: no insertion transform for method {meta.method!r}")
+        self.base = cond.base
+        self.deployed: Deployed = get_method(self.base).deploy(artifact_dir, cond.transform)
 
     @property
     def per_query(self) -> bool:
-        return self.retriever is not None
+        return self.deployed.per_query
+
+    @property
+    def retraceable(self) -> bool:
+        """Whether ``retrieval`` can be recomputed without calling an endpoint."""
+        return self.deployed.retraceable
 
     def retrieval(self, query: str) -> dict[str, Any] | None:
         """What one episode retrieved: past tasks, similarities, and each inserted item's provenance."""
-        if self.retriever is None:
+        if not self.per_query:
             return None
-        hits = self.retriever.retrieve(query)
-        return {
-            "entries": [e.entry_id for e, _ in hits],
-            "families": [e.family for e, _ in hits],
-            "similarity": [round(s, 6) for _, s in hits],
-            "provenance": [i.provenance for e, _ in hits for i in e.items],
-        }
+        return self.deployed.retrieval(query)
 
     def sections(self, query: str | None = None) -> list[tuple[str, str]]:
-        if self.retriever is None:
-            return list(self.static)
+        if not self.per_query:
+            return self.deployed.sections(None)
         if query is None:
             raise ValueError(f"condition {self.cond.name!r} retrieves per task: a query is required")
-        return self.retriever.sections(query)
+        return self.deployed.sections(query)
 
 
 def prompt_sections(cond: Condition, artifact_dir: Path, query: str | None = None) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config, ConfigError
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
+from evoaudit.methods import write_screen
 from evoaudit.methods.artifact import ArtifactMeta, clear_artifact, read_meta, write_artifact
 from evoaudit.methods.common import (
     MalformedOutput,
@@ -26,11 +27,12 @@ from evoaudit.methods.common import (
 )
 from evoaudit.methods.placebo import make_placebo
 from evoaudit.methods.protocol import EvolveInputs
-from evoaudit.methods.registry import get_method
+from evoaudit.methods.registry import get_method, method_package
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.models.factory import make_backend
+from evoaudit.poisoning import poisoned
 from evoaudit.provenance import write_provenance
-from evoaudit.records import AcquisitionRecord, Instance, Message, Rollout
+from evoaudit.records import AcquisitionRecord, Instance, Message, Rollout, WriteScreenRecord
 from evoaudit.seal.guard import load_learning_instances
 from evoaudit.seal.manifest import artifact_sha256
 from evoaudit.seal.redo import refuse_reevolving
@@ -108,6 +110,9 @@ def check_answer_budgets(cfg: Config) -> None:
             if method.learns and method.success_label(cfg) != "checker":
                 judgement_schema(cfg)
             method.check_budgets(cfg)
+        if "llm_judge" in cfg.write_defenses.screens:  # the write screen's judge answer, and who gives it
+            write_screen.screen_schema(cfg)
+            write_screen.check_judge_oracle(cfg)
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
 
@@ -180,6 +185,38 @@ def _acquisition_summary(all_rollouts: list[Rollout], kept: list[Rollout]) -> di
     }
 
 
+def _write_identity(cfg: Config, lineage: str, method: str, acq_sha: str, out_dir: Path) -> None:
+    """The artifact of a method that learns nothing, recording only the acquisition it was given."""
+    state, diagnostics = asyncio.run(
+        get_method(method).evolve(EvolveInputs(cfg, lineage, [], "none", [], None))
+    )
+    meta = ArtifactMeta(
+        method=method,
+        lineage=lineage,
+        state_files=sorted(state),
+        inputs={"acquisition": acq_sha},
+        diagnostics=diagnostics,
+    )
+    write_artifact(out_dir, meta, state)
+
+
+def _screen_input(
+    cfg: Config, lineage: str, method: str, screened: tuple[Path, Path] | None, acq_sha: str
+) -> dict[str, Any]:
+    """``{"write_screen": sha256}`` of the screened file a learning method reads (checked against the
+    acquisition and the configured screens), ``{}`` without a screen; a screen configured but not given,
+    or given but not configured, is refused."""
+    if bool(cfg.write_defenses.screens) != (screened is not None) and get_method(method).learns:
+        raise AuditError(
+            f"evolve {lineage}/{method}: write_defenses.screens is {list(cfg.write_defenses.screens)}, but "
+            f"the job was given {'a' if screened else 'no'} screened record; a method learns from the "
+            "screened record exactly when a write screen is configured (rule write_screen)"
+        )
+    if screened is None:
+        return {}
+    return {"write_screen": write_screen.screened_input(screened[0], screened[1], acq_sha, cfg)}
+
+
 def evolve(
     cfg: Config,
     lineage: str,
@@ -190,8 +227,12 @@ def evolve(
     table: Path | None = None,
     prior: Path | None = None,
     results_dir: Path | None = None,
+    screened: tuple[Path, Path] | None = None,
 ) -> None:
-    """Evolve ``method`` from one acquisition record into ``out_dir``. A later round
+    """Evolve ``method`` from one acquisition record into ``out_dir``. ``screened``: the write screens'
+    rollouts file and record (``write_defenses``), learned from instead of the acquisition rollouts once
+    the chain acquisition -> screen -> this file is checked; the artifact records the screened file's
+    hash as ``inputs.write_screen`` beside the acquisition's. A later round
     (``methods_params.rounds``) passes the previous round's artifact as ``prior``: evolution starts from
     its state (SkillOpt's document; AWM's workflows and ReasoningBank's bank, which this round's add to),
     and the artifact records the first round's acquisition its chain started from and the previous
@@ -202,34 +243,48 @@ def evolve(
     chain: dict[str, str] = {}
     if prior is not None:
         chain = _round_chain(lineage, method, prior, record)
-    write_provenance(out_dir, cfg, "evolve", method=method, acquisition_sha256=acq_sha, **chain)
+    screen = _screen_input(cfg, lineage, method, screened, acq_sha)
+    if screened is not None:  # the write path's defence: learn from what the screens kept
+        rollouts = screened[0]
+    write_provenance(
+        out_dir,
+        cfg,
+        "evolve",
+        method=method,
+        method_package=method_package(method),
+        acquisition_sha256=acq_sha,
+        **chain,
+        **({"write_screen_sha256": screen["write_screen"]} if screen else {}),
+    )
     learner = get_method(method)
     if not learner.learns:  # the identity: no instance, trajectory or optimizer is read
-        state, diagnostics = asyncio.run(learner.evolve(EvolveInputs(cfg, lineage, [], "none", [], None)))
-        meta = ArtifactMeta(
-            method=method,
-            lineage=lineage,
-            state_files=sorted(state),
-            inputs={"acquisition": acq_sha},
-            diagnostics=diagnostics,
-        )
-        write_artifact(out_dir, meta, state)
+        _write_identity(cfg, lineage, method, acq_sha, out_dir)
         return
     if table is None:
         raise ValueError(f"evolve {method}: the instance table (--table) is required")
-    learning = load_learning_instances(table, cfg.roles.endpoint_variants)
+    # The suite's own table only, by content: the spec the suite stage wrote beside it must commit its
+    # sha256 (seal.guard.check_table; a missing spec is refused, naming the stage that writes it).
+    learning = load_learning_instances(table, cfg.roles.endpoint_variants, table.with_name("suite_spec.json"))
     all_rollouts = load_acquisition(rollouts)
     kept = usable(all_rollouts)
     optimizer = make_backend(cfg, cfg.optimizer, learning, role="optimizer")
+    # A poisoned lineage evolves exactly as its clean twin, with the twin's seeds (docs/poisoning.md).
+    poison = poisoned(cfg, lineage)
+    draws = lineage if poison is None else poison.twin
     with counting() as tally:
-        state, diagnostics = asyncio.run(_run(cfg, lineage, method, kept, learning, optimizer, prior))
+        state, diagnostics = asyncio.run(_run(cfg, draws, method, kept, learning, optimizer, prior))
     meta = ArtifactMeta(
         method=method,
         lineage=lineage,
         state_files=sorted(state),
-        inputs={"acquisition": acq_sha, "instances": sha256_file(table), **chain},
+        inputs={"acquisition": acq_sha, "instances": sha256_file(table), **chain, **screen},
         diagnostics={
             **_acquisition_summary(all_rollouts, kept),
+            **(
+                {"write_screen": write_screen.summary(WriteScreenRecord.read(screened[1]))}
+                if screened
+                else {}
+            ),
             **diagnostics,
             "optimizer": optimizer.fingerprint(),
             "max_attempts": cfg.methods_params.max_attempts,
@@ -260,5 +315,5 @@ async def _run(
 def placebo(cfg: Config, lineage: str, method: str, real_dir: Path, out_dir: Path) -> dict[str, Any]:
     """The placebo artifact of ``method`` for one lineage, shaped after its real artifact."""
     refuse_reevolving(out_dir)
-    write_provenance(out_dir, cfg, "placebo", method=method)
+    write_provenance(out_dir, cfg, "placebo", method=method, method_package=method_package(method))
     return make_placebo(cfg.seed, lineage, method, real_dir, out_dir)

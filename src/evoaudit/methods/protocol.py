@@ -1,16 +1,24 @@
-"""What every method implements: evolution from labelled acquisition trajectories into artifact state.
+"""What every method implements: evolution from labelled acquisition trajectories into artifact state, how
+that state enters the executor (its insertions, each a condition), the shape of its placebo, its answer
+budgets and its planned cost.
 
-``methods.registry`` holds one ``Method`` per name; ``methods.evolve`` labels the trajectories, asks the
-registry for the method and writes what it returns as the artifact.
+A method is registered by a Python entry point (group ``evoaudit.methods``, ``evoaudit.method_plugins``);
+``methods.registry`` answers which method a name means. ``methods.evolve`` labels the trajectories, asks
+the registry for the method and writes what it returns as the artifact; ``methods.conditions`` and
+``methods.placebo`` ask the method for its insertion and its placebo. ``MethodBase`` gives the common
+defaults (a single state file inserted as one system-prompt section); docs/methods.md shows a whole plugin.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from evoaudit.config import Config
+from evoaudit.methods.neutral import text_placebo
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Instance, Rollout
 
@@ -33,12 +41,62 @@ class EvolveInputs:
     prior: Path | None = None
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One unit of an artifact's state as its method learned it (a skill line, a workflow step, a memory
+    item, a playbook bullet): what artifact contamination is measured per (docs/poisoning.md)."""
+
+    # Stable within the artifact: the same files give the same ids.
+    unit_id: str
+    # What the unit is, in the method's own terms.
+    kind: str
+    text: str
+    # The acquisition rollout the method itself records the unit came from (ReasoningBank's entry, ACE's
+    # bullet source); None when the method keeps no such record.
+    origin: str | None = None
+
+
+class Deployed(Protocol):
+    """One artifact as it enters the executor under one insertion, loaded once per evaluation job."""
+
+    # True when the sections depend on the episode's task (retrieval); then ``sections`` needs the query.
+    per_query: bool
+    # True when ``retrieval(query)`` can be recomputed without calling an endpoint (the report re-traces it).
+    retraceable: bool
+
+    def sections(self, query: str | None) -> list[tuple[str, str]]:
+        """The (heading, body) sections added to the system prompt of one episode."""
+        ...
+
+    def retrieval(self, query: str) -> dict[str, Any] | None:
+        """What one episode retrieved (recorded in its rollout), with each item's ``provenance``; None when
+        the insertion does not retrieve."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlaceboState:
+    """A placebo's state files and the lengths its ``length_ratio`` is computed from."""
+
+    state: dict[str, str]
+    real_chars: int
+    placebo_chars: int
+    # Method-specific diagnostics of the placebo (e.g. AWM's step counts), written into its meta.json.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
 class Method(Protocol):
     """One self-evolving method (or the static identity), registered by ``name``."""
 
     name: str
     # False for the identity: it reads no trajectory, calls no optimizer and deploys no state.
     learns: bool
+    # Condition name -> insertion name: each way the artifact enters the executor is one condition, named
+    # ``<name>`` or ``<name>-<insertion>`` (AWM: awm-literal, awm-adapted). Its placebo is inserted with the
+    # first one.
+    insertions: Mapping[str, str]
+    # True when the inserted sections are retrieved per task (the report's retrieval-provenance table).
+    retrieves: bool
 
     def success_label(self, cfg: Config) -> str:
         """Which labels the method learns from: "checker" or "judge"."""
@@ -51,3 +109,91 @@ class Method(Protocol):
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
         """The artifact's state files (name -> text) and the method's diagnostics for ``meta.json``."""
         ...
+
+    def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
+        """The artifact in ``artifact_dir`` (the method's own, or its placebo's: same files) as it enters
+        the executor under ``insertion`` (a value of ``insertions``)."""
+        ...
+
+    def placebo(self, real_dir: Path, rng: random.Random) -> PlaceboState:
+        """Task-irrelevant state with the structure, size and insertion position of the real artifact."""
+        ...
+
+    def deployed_chars(self, artifact_dir: Path) -> int:
+        """The artifact's length as its placebo is matched to it (0 when it deploys nothing)."""
+        ...
+
+    def units(self, artifact_dir: Path) -> list[Unit]:
+        """The artifact's state as units (``Unit``), in the order the state holds them; none when it
+        deploys nothing."""
+        ...
+
+    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+        """Executor rollouts one evolve job runs itself (``evoaudit plan``'s estimate), given the
+        acquisition and validation instance counts of a lineage; 0 for a method that runs none."""
+        ...
+
+
+@dataclass(frozen=True)
+class Sections:
+    """A deployed artifact whose sections do not depend on the task."""
+
+    fixed: list[tuple[str, str]]
+    per_query: bool = False
+    retraceable: bool = True
+
+    def sections(self, query: str | None = None) -> list[tuple[str, str]]:
+        return list(self.fixed)
+
+    def retrieval(self, query: str) -> dict[str, Any] | None:
+        return None
+
+
+class MethodBase:
+    """Defaults for a method whose artifact is one text file (``state_file``) inserted whole as one
+    system-prompt section (``section``), with a placebo that keeps its lines' Markdown shape and lengths.
+    A subclass sets ``name``, ``state_file`` and ``section`` and writes ``evolve``; it overrides what
+    differs."""
+
+    name: str
+    learns = True
+    retrieves = False
+    state_file = "state.md"
+    section = "Notes"
+
+    @property
+    def insertions(self) -> Mapping[str, str]:
+        return {self.name: "literal"}
+
+    def success_label(self, cfg: Config) -> str:
+        return cfg.methods_params.success_label
+
+    def check_budgets(self, cfg: Config) -> None:
+        return None
+
+    def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
+        text = (artifact_dir / self.state_file).read_text()
+        return Sections([(self.section, text)] if text.strip() else [])
+
+    def placebo(self, real_dir: Path, rng: random.Random) -> PlaceboState:
+        real = (real_dir / self.state_file).read_text()
+        fake = text_placebo(real, rng)
+        return PlaceboState({self.state_file: fake}, len(real), len(fake))
+
+    def deployed_chars(self, artifact_dir: Path) -> int:
+        return len((artifact_dir / self.state_file).read_text())
+
+    # What one non-empty line of the state file is, in the method's terms (``units``).
+    unit_kind = "line"
+
+    def units(self, artifact_dir: Path) -> list[Unit]:
+        """Every non-empty line of the state file, headings aside (they name sections, not content)."""
+        lines = (artifact_dir / self.state_file).read_text().splitlines()
+        return [
+            Unit(f"{self.state_file}:{n}", self.unit_kind, line.strip())
+            for n, line in enumerate(lines, 1)
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+
+    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+        return 0

@@ -10,6 +10,7 @@ behind a fixed preamble. The embedder and the retrieval settings are frozen into
 from __future__ import annotations
 
 import json
+import random
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +31,8 @@ from evoaudit.methods.common import (
     with_role,
 )
 from evoaudit.methods.embed import Embedder, HashedNgramEmbedder, cosine, make_embedder
-from evoaudit.methods.protocol import EvolveInputs
+from evoaudit.methods.neutral import fit as neutral_fit
+from evoaudit.methods.protocol import Deployed, EvolveInputs, MethodBase, PlaceboState, Unit
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.records import Message, Rollout
 from evoaudit.seeds import derive_seed
@@ -311,11 +313,91 @@ def _embed_local(dims: int, text: str) -> tuple[float, ...]:
     return tuple(HashedNgramEmbedder(dims).embed([text])[0])
 
 
-class ReasoningBankMethod:
+def bank_placebo(bank: Bank, rng: random.Random) -> Bank:
+    """The same entries and queries (so retrieval picks the same past task), each item's title,
+    description and content replaced by neutral text of the same length."""
+    entries = []
+    for e in bank.entries:
+        items = [
+            MemoryItem(
+                title=neutral_fit(len(i.title), rng, sentences=False).capitalize() or "Note",
+                description=neutral_fit(len(i.description), rng),
+                content=neutral_fit(len(i.content), rng),
+                provenance=i.provenance,
+            )
+            for i in e.items
+        ]
+        entries.append(e.model_copy(update={"items": items}))
+    return bank.model_copy(update={"entries": entries})
+
+
+def bank_chars(bank: Bank) -> int:
+    return sum(len(i.title) + len(i.description) + len(i.content) for e in bank.entries for i in e.items)
+
+
+class RetrievedMemory:
+    """A bank as it enters the executor: the items of the past tasks most similar to each episode's task."""
+
+    per_query = True
+
+    def __init__(self, artifact_dir: Path) -> None:
+        self.artifact_dir = artifact_dir
+        bank = Bank.model_validate_json((artifact_dir / BANK_FILE).read_text())
+        # Re-embedding a query with an endpoint embedder would call the endpoint again.
+        self.retraceable = bank.embedder.backend == "local"
+        self._retriever: Retriever | None = None
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = Retriever(self.artifact_dir)
+        return self._retriever
+
+    def sections(self, query: str | None) -> list[tuple[str, str]]:
+        if query is None:
+            raise ValueError("reasoningbank retrieves per task: a query is required")
+        return self.retriever.sections(query)
+
+    def retrieval(self, query: str) -> dict[str, Any] | None:
+        hits = self.retriever.retrieve(query)
+        return {
+            "entries": [e.entry_id for e, _ in hits],
+            "families": [e.family for e, _ in hits],
+            "similarity": [round(s, 6) for _, s in hits],
+            "provenance": [i.provenance for e, _ in hits for i in e.items],
+        }
+
+
+class ReasoningBankMethod(MethodBase):
     """ReasoningBank as a ``Method``: a later round adds its entries to the previous round's bank."""
 
     name = "reasoningbank"
     learns = True
+    retrieves = True
+
+    def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
+        return RetrievedMemory(artifact_dir)
+
+    def placebo(self, real_dir: Path, rng: random.Random) -> PlaceboState:
+        """The same entries and query vectors, each item's text neutral and of the same length."""
+        bank = Bank.model_validate_json((real_dir / BANK_FILE).read_text())
+        fake = bank_placebo(bank, rng)
+        vectors = json.loads((real_dir / VECTORS_FILE).read_text())
+        extra = {"items": sum(len(e.items) for e in fake.entries)}
+        return PlaceboState(bank_state(fake, vectors), bank_chars(bank), bank_chars(fake), extra)
+
+    def deployed_chars(self, artifact_dir: Path) -> int:
+        """The text of the memory items, not the query vectors."""
+        return bank_chars(Bank.model_validate_json((artifact_dir / BANK_FILE).read_text()))
+
+    def units(self, artifact_dir: Path) -> list[Unit]:
+        """Each memory item (title, description and content), with the rollout it was distilled from."""
+        bank = Bank.model_validate_json((artifact_dir / BANK_FILE).read_text())
+        return [
+            Unit(f"{BANK_FILE}:{n}.{k}", "memory item", f"{i.title}. {i.description} {i.content}", e.entry_id)
+            for n, e in enumerate(bank.entries)
+            for k, i in enumerate(e.items)
+        ]
 
     def success_label(self, cfg: Config) -> str:
         # Its own key (default judge, as upstream), not methods_params.success_label.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evoaudit.agent.loop import run_instance
-from evoaudit.agent.profile import configured_prompt
 from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
 from evoaudit.config import Config
@@ -38,12 +37,11 @@ from evoaudit.methods.common import (
     trajectory_text,
     with_role,
 )
-from evoaudit.methods.protocol import EvolveInputs
+from evoaudit.methods.neutral import skill_placebo
+from evoaudit.methods.protocol import Deployed, EvolveInputs, MethodBase, PlaceboState, Sections
 from evoaudit.models.base import ChatBackend, ResponseSchema
-from evoaudit.models.factory import make_backend
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
-from evoaudit.suite.registry import get_suite
 
 PROMPT_VERSION = "skillopt-reflect-v1"
 STATE_FILE = "best_skill.md"
@@ -415,6 +413,12 @@ async def gate_score(
 ) -> GateScore:
     """Utility of the executor with ``skill`` on the validation instances. The same seeds for every
     candidate, so that two skills are compared on the same draws."""
+    # Imported here: the agent loop and the suites are heavy, and loading the method (the config checks
+    # its conditions) must not pay for them.
+    from evoaudit.agent.loop import run_instance
+    from evoaudit.agent.profile import configured_prompt
+    from evoaudit.suite.registry import get_suite
+
     system = configured_prompt(cfg, skill_sections(skill))
     gate = asyncio.Semaphore(cfg.executor.concurrency)
 
@@ -461,7 +465,9 @@ async def optimise(
     start: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Returns the best skill and the diagnostics for ``meta.json``. ``start`` is the document to improve
-    (a later round's: the previous round's skill); None starts from ``initial_skill``."""
+    (a later round's: the previous round's skill); None starts from ``initial_skill``.
+
+    Long on purpose: a minibatch's steps share the current skill, its gate score and the update record."""
     p = cfg.methods_params.skillopt
     current = p.initial_skill if start is None else start
     for text in p.protected:
@@ -537,12 +543,19 @@ async def optimise(
             updates.append(update)
             if accepted:
                 current, current_score = candidate, cand_score
-    diagnostics = {
+    return current, _diagnostics(labelled, validation, initial_score, current_score, updates, current)
+
+
+def _diagnostics(
+    labelled, validation, initial_score, final_score, updates: list[dict], skill: str
+) -> dict[str, Any]:
+    """SkillOpt's ``meta.json`` diagnostics: the gate's scores and every update's decision."""
+    return {
         "prompt_version": PROMPT_VERSION,
         "trajectories": len(labelled),
         "validation_instances": [i.instance_id for i in validation],
         "gate_initial": initial_score.as_dict(),
-        "gate_final": current_score.as_dict(),
+        "gate_final": final_score.as_dict(),
         "updates": updates,
         "gate_scores": [initial_score.score]
         + [u["gate_candidate"]["score"] for u in updates if "gate_candidate" in u],
@@ -551,9 +564,8 @@ async def optimise(
         "n_accepted": sum(u["decision"] == "accepted" for u in updates),
         "n_rejected": sum(u["decision"] == "rejected" for u in updates),
         "n_failed_updates": sum(u["decision"] == "failed_update" for u in updates),
-        "skill_chars": len(current),
+        "skill_chars": len(skill),
     }
-    return current, diagnostics
 
 
 def validation_instances(cfg: Config, learning: list[Instance]) -> list[Instance]:
@@ -566,11 +578,30 @@ def write_state(out_dir: Path, skill: str) -> dict[str, str]:
     return {STATE_FILE: skill}
 
 
-class SkillOpt:
+class SkillOpt(MethodBase):
     """SkillOpt as a ``Method``: the gate runs the executor on the validation variants."""
 
     name = "skillopt"
     learns = True
+    state_file = STATE_FILE
+    section = SECTION
+    unit_kind = "skill line"  # the lines its edits append, insert and replace
+
+    def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
+        return Sections(skill_sections((artifact_dir / STATE_FILE).read_text()))
+
+    def placebo(self, real_dir: Path, rng: random.Random) -> PlaceboState:
+        """A Markdown document shaped like the real skill: its title, then neutral bullets."""
+        real = (real_dir / STATE_FILE).read_text()
+        fake = skill_placebo(real, rng)
+        return PlaceboState({STATE_FILE: fake}, len(real), len(fake))
+
+    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+        """One validation-gate pass per update: updates = minibatches x epochs."""
+        if not validation:
+            return 0
+        sp = cfg.methods_params.skillopt
+        return math.ceil(acquisition / sp.batch_size) * sp.epochs * validation
 
     def success_label(self, cfg: Config) -> str:
         return cfg.methods_params.success_label
@@ -586,6 +617,8 @@ class SkillOpt:
                 f"skillopt: no validation instances (roles.validation={list(cfg.roles.validation)} of seen "
                 "families); the gate needs at least one"
             )
+        from evoaudit.models.factory import make_backend  # heavy: imported when the gate runs
+
         executor = make_backend(cfg, cfg.executor, inputs.learning)
         start = (inputs.prior / STATE_FILE).read_text() if inputs.prior is not None else None
         skill, diag = await optimise(

@@ -6,6 +6,7 @@ tool schemas, sampling parameters and a seed derived from the episode's identity
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -29,11 +30,28 @@ class ResponseSchema(BaseModel):
         """From the plain ``{"name": ..., "schema": ...}`` form the suite layer defines."""
         return cls(name=spec["name"], json_schema=spec["schema"])
 
-    def response_format(self) -> dict[str, Any]:
+    def response_format(self, form: str = "json_schema") -> dict[str, Any]:
+        """The ``response_format`` field of ``form`` (``STRUCTURED_FORMS``): the schema itself
+        (``json_schema``, strict), or JSON of any shape (``json_object``, the schema going in the prompt)."""
+        if form == "json_object":
+            return {"type": "json_object"}
         return {
             "type": "json_schema",
             "json_schema": {"name": self.name, "schema": self.json_schema, "strict": True},
         }
+
+    def prompt_note(self) -> str:
+        """The schema as an instruction, for the forms that carry it in the prompt (``json_object``,
+        ``prompt``)."""
+        schema = json.dumps(self.json_schema, sort_keys=True, separators=(",", ":"))
+        return f"Answer with one JSON object, and nothing else, that validates against this schema: {schema}"
+
+
+# How a request that expects a JSON answer carries its schema (``wire.structured_output``): as
+# ``response_format`` json_schema; as ``response_format`` json_object with the schema in the prompt; or in the
+# prompt alone. ``auto`` takes the first form the server honours (``models.preflight``), the last without a
+# probe; ``on`` sends the first only.
+STRUCTURED_FORMS = ("json_schema", "json_object", "prompt")
 
 
 class ChatRequest(BaseModel):

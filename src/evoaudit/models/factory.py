@@ -12,7 +12,10 @@ from evoaudit.suite.registry import get_suite
 
 
 def _tools_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
-    return SimBackend(Oracle.from_instances(instances, list(cfg.suite.goals)), cfg.sim, endpoint.model)
+    # The poisoning extension's goals are granted like the configured ones, so a poisoned acquisition
+    # episode's agent can obey its injection (none configured: the list is suite.goals, as before).
+    goals = list(cfg.suite.goals) + [g for g in cfg.poisoning.goals if g not in cfg.suite.goals]
+    return SimBackend(Oracle.from_instances(instances, goals), cfg.sim, endpoint.model)
 
 
 def _analyst_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:

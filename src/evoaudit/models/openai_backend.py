@@ -210,6 +210,8 @@ class OpenAIBackend:
             return {}  # no request with a schema yet: nothing was decided
         record: dict[str, Any] = {"mode": mode, "enabled": self.structured_output_enabled(probe=False)}
         if probe is not None and not record["enabled"]:
+            # The fallback form the requests take (models.base.STRUCTURED_FORMS), and why.
+            record["form"] = self.structured_output_form(probe=False)
             record["reason"] = probe.get("reason") or _probe_reason(probe)
         return {"structured_output": record}
 
@@ -218,17 +220,22 @@ class OpenAIBackend:
         return f"{role}.{name}"
 
     def structured_output_enabled(self, *, probe: bool = True) -> bool:
-        """Whether a request with a response schema sends it. ``auto`` probes the server once per process
-        and endpoint (``probe``; without it an unprobed endpoint counts as not honouring)."""
+        """Whether a request with a response schema sends it as ``response_format`` json_schema."""
+        return self.structured_output_form(probe=probe) == "json_schema"
+
+    def structured_output_form(self, *, probe: bool = True) -> str | None:
+        """How a request with a response schema carries it (``models.base.STRUCTURED_FORMS``; None:
+        ``off``, not at all). ``auto`` probes the server once per process and endpoint (``probe``; an
+        unprobed endpoint then counts as taking the last form, the schema in the prompt)."""
         mode = self.endpoint.wire.structured_output
         if mode != "auto":
-            return mode == "on"
+            return "json_schema" if mode == "on" else None
         ident = self._structured_ident()
         if ident not in _STRUCTURED_PROBES and probe:
             with _STRUCTURED_LOCK:
                 if ident not in _STRUCTURED_PROBES:
                     _STRUCTURED_PROBES[ident] = self._structured_probe()
-        return _STRUCTURED_PROBES.get(ident, {}).get("result") == "honoured"
+        return _STRUCTURED_PROBES.get(ident, {}).get("form") or "prompt"
 
     def _structured_probe(self) -> dict[str, Any]:
         e = self.endpoint
@@ -238,7 +245,7 @@ class OpenAIBackend:
         timeout = min(preflight.STEP_TIMEOUT_S, e.timeout_s)
         with httpx.Client(timeout=timeout, auth=credentials) as client:
             try:
-                found = preflight.structured_output_probe(
+                found = preflight.structured_output_forms(
                     client, where, clean.rstrip("/"), clean_endpoint, self._api_key, queued=True
                 )
             except preflight.PreflightError as exc:
@@ -246,13 +253,7 @@ class OpenAIBackend:
                 # fails as one that exhausted its retries, and the next request with a schema probes again.
                 raise InfraFailure("retries_exhausted", f"structured-output probe: {exc}") from exc
         if found["result"] != "honoured":
-            log.warning(
-                "%s: the server did not honour a response schema (%s: %r); requests that expect JSON go "
-                "without one (wire.structured_output: auto)",
-                self.url,
-                found["result"],
-                found.get("answer"),
-            )
+            log.warning("%s", preflight.fallback_note(where, found))
         return found
 
     def _schema_rejected(self, detail: str) -> None:
@@ -262,12 +263,16 @@ class OpenAIBackend:
             had = _STRUCTURED_PROBES.get(ident, {})
             if had.get("result") == "rejected":
                 return
-            reason = f"a request with its response schema was rejected ({detail}); sent again without it"
-            latched = {"result": "rejected", "answer": detail, "reason": reason, "probe": had}
+            reason = (
+                f"a request with its response schema was rejected ({detail}); sent again with the schema "
+                "in the prompt alone"
+            )
+            latched = {"result": "rejected", "form": "prompt", "answer": detail, "reason": reason}
+            latched["probe"] = had
             _STRUCTURED_PROBES[ident] = latched
         log.warning(
             "%s: the server rejected a request's response schema although it honoured the probe's (%s); "
-            "requests that expect JSON go without one for the rest of this process "
+            "requests that expect JSON carry the schema in the prompt alone for the rest of this process "
             "(%s: auto)",
             self.url,
             detail,
@@ -318,8 +323,9 @@ class OpenAIBackend:
         if self._state is not None:
             await self._state.client.close()
 
-    def request_body(self, request: ChatRequest, structured: bool | None = None) -> dict[str, Any]:
-        """The request as sent. ``structured``: whether a response schema goes out (default: as
+    def request_body(self, request: ChatRequest, structured: bool | str | None = None) -> dict[str, Any]:
+        """The request as sent. ``structured``: how a response schema goes out, a form of
+        ``models.base.STRUCTURED_FORMS`` (True: json_schema, False: not at all; default: as
         ``wire.structured_output`` decides, probing the server once under ``auto``)."""
         e = self.endpoint
         if request.runner_messages is not None:
@@ -341,9 +347,13 @@ class OpenAIBackend:
             body["seed"] = request.seed
         if request.response_schema is not None:
             if structured is None:
-                structured = self.structured_output_enabled()
-            if structured:
-                body["response_format"] = request.response_schema.response_format()
+                form = self.structured_output_form()
+            else:
+                form = {True: "json_schema", False: None}.get(structured, structured)  # type: ignore[arg-type]
+            if form in ("json_schema", "json_object"):
+                body["response_format"] = request.response_schema.response_format(form)
+            if form in ("json_object", "prompt"):
+                body["messages"] = _with_note(body["messages"], request.response_schema.prompt_note())
         return body
 
     def _runner_body(self, request: ChatRequest) -> dict[str, Any]:
@@ -400,9 +410,9 @@ class OpenAIBackend:
         try:
             response = await self._send(st, body, request)
         except _SchemaRejected as rejected:
-            # Once more without the schema (and so under the key of a request without one); a request the
-            # server refuses without its schema too was not refused for it, and stops the job as usual.
-            body = self.request_body(request, structured=False)
+            # Once more with the schema in the prompt alone (and so under that request's key); a request
+            # the server refuses so too was not refused for its response_format, and stops the job as usual.
+            body = self.request_body(request, structured="prompt")
             if self.cache is not None:
                 key = self.cache_key(body)
                 hit = await self._cached(key)
@@ -478,7 +488,10 @@ class OpenAIBackend:
                 if kind != "retry":
                     raise InfraFailure(kind, last) from exc
                 if rejection.repeated(exc.status_code, raw):
-                    # The same request got the same 500 twice: the server rejects this request.
+                    # The same request got the same 500 twice: the server rejects this request (under
+                    # auto, one carrying response_format goes again without it, as after a 400).
+                    if "response_format" in body and e.wire.structured_output == "auto":
+                        raise _SchemaRejected(f"{last} (twice on an identical request)") from exc
                     raise InfraFailure("request_rejected", f"{last} (twice on an identical request)") from exc
                 wait = retry_after_s(exc.response.headers)
             except openai.APIConnectionError as exc:
@@ -523,6 +536,17 @@ class OpenAIBackend:
             "attempts": self.attempts,
             "retries": self.retries,
         }
+
+
+def _with_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """``messages`` with ``note`` added to the last user message's text (a new user turn only when there is
+    none: some chat templates refuse two user turns in a row)."""
+    out = list(messages)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].get("role") == "user" and isinstance(out[i].get("content"), str):
+            out[i] = {**out[i], "content": f"{out[i]['content']}\n\n{note}"}
+            return out
+    return [*out, {"role": "user", "content": note}]
 
 
 def _probe_reason(probe: dict[str, Any]) -> str:

@@ -21,10 +21,13 @@ the server's own answer when one fails:
 5. the structured-output probe (``structured_output_probe``, for the roles whose requests expect a JSON
    answer: the optimizer, the APEX judge and attacker; skipped when ``wire.structured_output`` is off):
    one request that asks a plain question and carries a response schema (``response_format`` json_schema).
-   The server honoured it when the answer parses and validates against the schema. ``auto`` records the
-   result and sends schemas only where it was honoured; ``on`` stops the run when it was not, quoting the
-   server's answer. A job process repeats the probe once per endpoint before its first request with a
-   schema (``OpenAIBackend``), so ``auto`` decides the same way there (``evoaudit plan`` counts that request).
+   The server honoured it when the answer parses and validates against the schema. ``auto`` falls back,
+   never stops: where json_schema was refused or ignored it asks again with json_object (the schema in the
+   prompt), and where that is not honoured either the requests carry the schema in the prompt alone;
+   the form taken is logged once and recorded. ``on`` stops the run when json_schema was not honoured,
+   quoting the server's answer. A job process repeats the probe once per endpoint before its first
+   request with a schema (``OpenAIBackend``), so ``auto`` decides the same way there (``evoaudit plan``
+   counts that request).
    A probe that fails for a transient reason (429 or 5xx past the retries, no connection) stops the
    pre-flight like the one-token completion does, rather than turn schemas off.
 """
@@ -36,6 +39,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,7 +59,8 @@ from evoaudit.models.probe_requests import (
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.models.wire import message_from_wire, request_message
 from evoaudit.offline import offline
-from evoaudit.records import Message, ToolCall
+from evoaudit.paths import RELATIVE
+from evoaudit.records import Message, PreflightRecord, ToolCall
 from evoaudit.suite.interface import AgentProfile
 from evoaudit.suite.registry import get_suite
 
@@ -249,7 +255,9 @@ def tool_call_probe(
     refuses a request with tools, or when the call is text and ``wire.parse_text_tool_calls`` is off.
     Under a runner profile (``runner``: agent.profile) the request is that runner's own (its message shape,
     tool_choice and sampling, bounded by max_tokens), and a call written as text always stops the run:
-    the runner reads native calls only, so the fix is the server's template or tool-call parser."""
+    the runner reads native calls only, so the fix is the server's template or tool-call parser.
+
+    Long on purpose: one request and the reading of each kind of answer it may get."""
     if runner is not None:
         user = runner.wire_message(Message(role="user", content=TOOL_PROBE_PROMPT))
         body = runner.request_body(endpoint.model, [user], [TOOL_PROBE_TOOL], endpoint.temperature)
@@ -326,30 +334,39 @@ def structured_output_probe(
     endpoint: EndpointConfig,
     api_key: str,
     queued: bool = False,
+    form: str = "json_schema",
 ) -> dict[str, Any]:
-    """Ask a plain question with a response schema; say whether the server honoured it: ``honoured`` (the
-    answer is JSON that validates against the schema), ``ignored`` (it is not: prose, or other JSON) or
-    ``refused`` (the server answered the request with an error that is the request's). The answer is quoted,
-    trimmed. A transient fault past the retries (429, 5xx, no connection) decides nothing: PreflightError.
-    ``queued``: the probe is sent from inside a running audit, where it waits in the server's queue behind
-    the other jobs' requests like any of them, so it gets the endpoint's own ``timeout_s`` rather than the
-    pre-flight's short bound."""
+    """Ask a plain question with a response schema in ``form`` (``json_schema``; ``json_object``, which
+    puts the schema in the prompt too); say whether the server honoured it: ``honoured`` (the answer is
+    JSON that validates against the schema), ``ignored`` (it is not: prose, or other JSON) or ``refused``
+    (the server answered the request with an error that is the request's: a 4xx, or the same 500 twice on
+    the identical request, as llama-cpp-python's server answers a json_schema it does not know). The
+    answer is quoted, trimmed. A transient fault past the retries (429, 5xx, no connection) decides
+    nothing: PreflightError. ``queued``: the probe is sent from inside a running audit, where it waits in
+    the server's queue behind the other jobs' requests like any of them, so it gets the endpoint's own
+    ``timeout_s`` rather than the pre-flight's short bound."""
     schema = STRUCTURED_PROBE_SCHEMA
+    prompt = STRUCTURED_PROBE_PROMPT
+    if form != "json_schema":
+        prompt = f"{prompt}\n\n{schema.prompt_note()}"
     body: dict[str, Any] = {
         "model": endpoint.model,
-        "messages": [{"role": "user", "content": STRUCTURED_PROBE_PROMPT}],
+        "messages": [{"role": "user", "content": prompt}],
         "temperature": 0,
         "max_tokens": min(STRUCTURED_PROBE_MAX_TOKENS, endpoint.max_tokens),
-        "response_format": schema.response_format(),
+        "response_format": schema.response_format(form),
     }
     body |= endpoint.extra_body
     budget = endpoint.timeout_s if queued else min(COMPLETION_TIMEOUT_S, endpoint.timeout_s)
-    c = _completion(client, where, base, body, api_key, endpoint, budget, "request with a response schema")
+    rejection = server_errors.RepeatedRejection(body)
+    what = "request with a response schema" + ("" if form == "json_schema" else f" ({form})")
+    c = _completion(client, where, base, body, api_key, endpoint, budget, what, rejection)
     if c.status_code != 200:
         detail = server_errors.detail(c.status_code, c.text, (api_key,))
-        if server_errors.classify_status(c.status_code, None, c.text) == "retry":
+        transient = server_errors.classify_status(c.status_code, None, c.text) == "retry"
+        if transient and not rejection.confirmed:
             raise PreflightError(
-                f"{where}: a request with a response schema failed: {detail} (after {endpoint.max_retries} "
+                f"{where}: a {what} failed: {detail} (after {endpoint.max_retries} "
                 "retries); whether the server honours a response schema is unknown, so nothing is decided"
             )
         return {"result": "refused", "answer": detail}
@@ -365,6 +382,44 @@ def structured_output_probe(
     except jsonschema.ValidationError as exc:
         return {"result": "ignored", "answer": answer, "problem": f"does not match the schema: {exc.message}"}
     return {"result": "honoured", "answer": answer}
+
+
+def structured_output_forms(
+    client: httpx.Client,
+    where: str,
+    base: str,
+    endpoint: EndpointConfig,
+    api_key: str,
+    queued: bool = False,
+) -> dict[str, Any]:
+    """The json_schema probe's finding (``structured_output_probe``) with the ``form`` the role's requests
+    take (``models.base.STRUCTURED_FORMS``). Under ``auto`` a server that refuses or ignores json_schema is
+    probed with json_object (the schema in the prompt too), and one that does not honour that either gets
+    the schema in the prompt alone (``prompt``, sent without a probe): ``auto`` falls back, it never stops.
+    The json_object probe's finding is ``fallback``. Under ``on`` only json_schema is asked (``form`` None
+    when it was not honoured: ``structured_output_decision`` then stops the run)."""
+    found = structured_output_probe(client, where, base, endpoint, api_key, queued)
+    if found["result"] == "honoured":
+        return found | {"form": "json_schema"}
+    if endpoint.wire.structured_output != "auto":
+        return found | {"form": None}
+    second = structured_output_probe(client, where, base, endpoint, api_key, queued, form="json_object")
+    form = "json_object" if second["result"] == "honoured" else "prompt"
+    return found | {"form": form, "fallback": {"form": "json_object", **second}}
+
+
+def fallback_note(where: str, found: dict[str, Any]) -> str:
+    """The one log line saying how a role's requests carry their schema when json_schema was not honoured."""
+    carried = {
+        "json_object": "response_format json_object, with the schema in the prompt",
+        "prompt": "the schema in the prompt alone",
+    }.get(str(found.get("form")), "no schema")
+    tried = f"; json_object was {found['fallback']['result']}" if "fallback" in found else ""
+    return (
+        f"{where}: the server did not honour a response schema as json_schema ({found.get('result')}: "
+        f"{found.get('answer')!r}){tried}; requests that expect JSON go with {carried} "
+        "(wire.structured_output: auto)"
+    )
 
 
 def structured_output_decision(
@@ -398,7 +453,10 @@ def check_endpoint(
 ) -> dict[str, Any]:
     """Run the checks (the tool-call probe when ``tools``, the structured-output probe when
     ``structured``, the rendered-prompt probe when ``render``); raise PreflightError with the server's
-    answer, else return what was found."""
+    answer, else return what was found.
+
+    Long on purpose: one probe after another on one HTTP client, each stopping the run with its own
+    message."""
     # Credentials in the URL go as basic auth, so that no URL below (in an error or a note) carries them.
     clean, credentials = split_credentials(str(endpoint.base_url))
     endpoint = endpoint.model_copy(update={"base_url": clean})
@@ -476,18 +534,12 @@ def check_endpoint(
                 client, role, where, base, endpoint, api_key, runner, runner_name
             )
         if structured:
-            probe = structured_output_probe(client, where, base, endpoint, api_key)
+            probe = structured_output_forms(client, where, base, endpoint, api_key)
             enabled = structured_output_decision(role, where, endpoint, probe)
             found["structured_output_probe"] = {"mode": endpoint.wire.structured_output, "enabled": enabled}
             found["structured_output_probe"] |= probe
             if not enabled:
-                log.warning(
-                    "pre-flight %s: the server did not honour a response schema (%s: %r); requests that "
-                    "expect JSON go without one (wire.structured_output: auto)",
-                    where,
-                    probe["result"],
-                    probe.get("answer"),
-                )
+                log.warning("pre-flight %s", fallback_note(where, probe))
     return found
 
 
@@ -500,11 +552,13 @@ def _completion(
     endpoint: EndpointConfig,
     budget: float,
     what: str,
+    rejection: server_errors.RepeatedRejection | None = None,
 ) -> httpx.Response:
     """The answer to a pre-flight chat request (``what`` names it in logs and errors), after the retries
     a transient fault deserves: a 429, a 5xx or a dropped connection is retried like any request of the
     run (``max_retries``, the server's Retry-After or our backoff), and a 503 while the model loads is
-    waited out within ``budget``."""
+    waited out within ``budget``. With ``rejection``, the same 500 twice on this identical request is the
+    server's answer to it, returned at once (``rejection.confirmed``), as the run's requests treat it."""
     start = time.monotonic()
     retries = 0
     while True:
@@ -514,7 +568,7 @@ def _completion(
         except httpx.HTTPError as exc:
             failure = server_errors.connection_detail(exc, base)
         else:
-            if c.status_code == 200:
+            if c.status_code == 200 or (rejection is not None and rejection.repeated(c.status_code, c.text)):
                 return c
             failure = server_errors.detail(c.status_code, c.text, (api_key,))
         transient = c is None or server_errors.classify_status(c.status_code, None, c.text) == "retry"
@@ -585,3 +639,25 @@ def check(cfg: Config) -> dict[str, dict[str, Any]]:
             log.info("pre-flight %s: %s", t.role, json.dumps(done[ident], sort_keys=True))
         results[t.role] = done[ident]
     return results
+
+
+PREFLIGHT_RECORD = f"{RELATIVE.logs_dir()}/preflight.json"  # under results_dir
+PREFLIGHT_LOG = RELATIVE.log("preflight")
+
+
+def record(cfg: Config, results_dir: str | Path, found: dict[str, dict[str, Any]]) -> Path | None:
+    """Keep what ``check`` found, per role, with the run: ``logs/preflight.json`` (``PreflightRecord``), one
+    line per role in ``logs/preflight.log``, and the findings in the ``provenance.json`` beside them
+    (``preflight``). Nothing when no endpoint was checked (the simulator, ``wire.preflight: false``)."""
+    from evoaudit import atomic
+    from evoaudit.provenance import write_provenance
+
+    if not found:
+        return None
+    path = Path(results_dir) / PREFLIGHT_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    PreflightRecord(roles=found, time=datetime.now(UTC).isoformat(timespec="seconds")).write(path)
+    lines = "".join(f"pre-flight {role}: {json.dumps(f, sort_keys=True)}\n" for role, f in found.items())
+    atomic.write_text(Path(results_dir) / PREFLIGHT_LOG, lines)
+    write_provenance(path, cfg, "preflight", preflight=found)
+    return path

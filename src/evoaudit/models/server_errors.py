@@ -114,6 +114,7 @@ class RepeatedRejection:
         self._body = request_body
         self._request: str | None = None  # hashed on the first 500 only: most requests never see one
         self._last: str | None = None
+        self.confirmed = False  # a 500 has repeated: the request is rejected
 
     def repeated(self, status: int, body: str) -> bool:
         if status != 500:
@@ -124,6 +125,7 @@ class RepeatedRejection:
         fingerprint = f"{self._request}:{hashlib.sha256(body.encode()).hexdigest()}"
         same = fingerprint == self._last
         self._last = fingerprint
+        self.confirmed = self.confirmed or same
         return same
 
 

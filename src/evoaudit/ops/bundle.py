@@ -46,6 +46,7 @@ from evoaudit.errors import AuditError
 from evoaudit.hashing import canonical_json, sha256_file
 from evoaudit.jsonl import TIMING_SUFFIX
 from evoaudit.offline import NO_MODEL_CALLS_ENV
+from evoaudit.paths import BENCHMARKS, RELATIVE, REPLAY
 from evoaudit.provenance import code_revision
 
 SCHEMA_VERSION = 2
@@ -59,26 +60,30 @@ _RESERVED = frozenset({"cache", "config", "workflow", "scripts", "profiles", "sr
 # Results paths (posix, relative to the results directory) a bundle never holds: the jobs' logs (host
 # paths, timings; the benchmark tables keep the timings), unfinished or moved-aside work's temporary files,
 # exports (derived again by their commands).
-_LEFT_OUT = ("logs/*", "export/*", "*.partial", "*.tmp", ".*", "*/.*")
+_LEFT_OUT = (RELATIVE.logs_dir() + "/*", RELATIVE.export("*"), "*.partial", "*.tmp", ".*", "*/.*")
 # Timing only: carried beside the root.
-_BESIDE = ("benchmarks/*", f"*{TIMING_SUFFIX}")
+_BESIDE = (f"{BENCHMARKS}/*", f"*{TIMING_SUFFIX}")
 # Top-level keys of a JSON record (or of each line of a JSON-lines file) that hold when it was written, and
 # the only files (relative to results_dir) whose timing keys are left out of their content hash: the seal's
 # unseal events (the shards keep their wall times in their timing files).
 TIMING_KEYS = ("time", "unsealed_at")
-_TIMED = ("freeze/unseal.json", "freeze/*/unseal.json", "freeze/unseal_log.jsonl")
+_TIMED = (
+    RELATIVE.freeze("unseal.json"),
+    RELATIVE.freeze("unseal.json", "*"),
+    RELATIVE.freeze("unseal_log.jsonl"),
+)
 # At most this many files, and bytes in all, in a bundle a reproduction unpacks.
 MAX_FILES = 200_000
 MAX_BYTES = 16 << 30
 # What `reproduce` derives again from the other files: the replay reports and both suites' reports.
 DERIVED = (
-    "replay/*",
-    "defense/*/replay/*",
-    "rounds/*/replay/*",
-    "apex/replay/*",
-    "apex/*/replay/*",
-    "report/*",
-    "apex/report/*",
+    RELATIVE.replay_root() + "/*",
+    RELATIVE.replay_root(defense="*") + "/*",
+    RELATIVE.replay_root(round="*") + "/*",
+    RELATIVE.apex(REPLAY, "*"),
+    RELATIVE.apex("*", REPLAY, "*"),
+    RELATIVE.report("*"),
+    RELATIVE.apex_report("*"),
 )
 # The rules that derive them (and the aggregate targets that ask for them).
 DERIVING_RULES = (
@@ -475,14 +480,15 @@ def _targets(manifest: BundleManifest, derived: list[str]) -> list[str]:
     and each ablation table; the replay reports follow as their inputs."""
     rels = {_under(p, manifest.results_dir) for p in derived}
     targets = []
-    if "report/report.md" in rels:
+    if RELATIVE.report("report.md") in rels:
         targets.append("report")
-    if "apex/report/tables/apex_main.csv" in rels:
+    if RELATIVE.apex_report("tables", "apex_main.csv") in rels:
         targets.append("apex_report")
     targets += [
         f"{manifest.results_dir}/{r}"
         for r in sorted(rels)
-        if fnmatch.fnmatchcase(r, "apex/report/ablations/*.csv") or r == "apex/report/defenses/defense.csv"
+        if fnmatch.fnmatchcase(r, RELATIVE.apex_report("ablations", "*.csv"))
+        or r == RELATIVE.apex_report("defenses", "defense.csv")
     ]
     return targets
 
@@ -490,7 +496,9 @@ def _targets(manifest: BundleManifest, derived: list[str]) -> list[str]:
 def reproduce(
     bundle: Path, workdir: Path | None, snakefile: Path, cores: int, out: Path | None = None
 ) -> ReproduceReport:
-    """Re-derive the bundle's derived files from its records with this checkout's workflow; compare bytes."""
+    """Re-derive the bundle's derived files from its records with this checkout's workflow; compare bytes.
+
+    Long on purpose: one sequence in one scratch directory (unpack, rerun, compare), whose steps share it."""
     snakefile = snakefile.resolve()
     if not snakefile.is_file():
         raise BundleError(f"{snakefile}: no Snakefile; run reproduce from a checkout or pass --snakefile")

@@ -73,6 +73,9 @@ class CaseResult:
     infra_failures: dict[str, int] = field(default_factory=dict)
     replay_mismatches: int = 0
     textual_actions: int = 0
+    # How the server takes a response schema under wire.structured_output auto (the pre-flight's form:
+    # json_schema, json_object or prompt), probed as the optimizer, which shares the endpoint.
+    structured_output: str = "-"
     seconds: float = 0.0
 
 
@@ -213,6 +216,10 @@ def audit_config(base_url: str, wire: dict[str, Any] | None = None, **executor: 
     return config_mod.from_dict(
         {
             "executor": ep,
+            # The optimizer on the same server: the pre-flight probes its structured output too. It shares the
+            # server's chat template, so a case that accepts dropped tool results accepts them for both roles.
+            "optimizer": {k: v for k, v in ep.items() if k != "wire"}
+            | {"wire": {k: v for k, v in (wire or {}).items() if k == "allow_dropped_tool_results"}},
             "suite": {"goals": ["injection_task_0"]},
             "agent": {"max_steps": 3},
             "evaluation": {"max_excluded_share": 1.0},
@@ -243,7 +250,9 @@ def run_case(
     start = time.monotonic()
     cfg = audit_config(base_url, wire, **executor)
     try:
-        found = preflight.check(cfg)["executor"]
+        checked = preflight.check(cfg)
+        found = checked["executor"]
+        res.structured_output = str(checked["optimizer"]["structured_output_probe"]["form"])
     except preflight.PreflightError as exc:
         res.status, res.reason = "stopped", str(exc)
         res.seconds = round(time.monotonic() - start, 1)
@@ -303,6 +312,7 @@ COLUMNS = (
     ("exposure", "exposure"),
     ("infra_failures", "infra failures"),
     ("replay_mismatches", "replay mismatches"),
+    ("structured_output", "structured output"),
     ("seconds", "s"),
 )
 

@@ -23,8 +23,11 @@ from pathlib import Path
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.methods.conditions import round_conditions
+from evoaudit.methods.registry import get_method
 from evoaudit.ops.apex.plan import apex_stages
 from evoaudit.ops.stages import StagePlan, probe_requests
+from evoaudit.paths import RELATIVE, Layout
+from evoaudit.poisoning import all_lineages  # a poisoned lineage costs what a lineage costs
 
 ARMS = ("benign", "attacked")
 #: Rollout records sampled to measure requests and tokens per rollout (enough for a stable mean).
@@ -115,7 +118,8 @@ def _recorded(final: Path) -> int:
 
 def calibrate(cfg: Config, results: Path) -> tuple[float, float, str]:
     """Mean requests per rollout and tokens per request over recorded rollouts, or the config's priors."""
-    files = sorted(results.glob("acquire/*/rollouts.jsonl*")) + sorted(results.glob("evaluate/**/*.jsonl*"))
+    files = sorted(results.glob(RELATIVE.acquire("*", "rollouts.jsonl*")))
+    files += sorted(results.glob(f"{RELATIVE.evaluate_root()}/**/*.jsonl*"))
     n = requests = tokens = 0
     for path in files:
         if n >= CALIBRATION_SAMPLE:
@@ -193,147 +197,196 @@ def evaluate_shard_episodes(cfg: Config) -> dict[tuple[str, str, int], int]:
     }
 
 
-def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
-    results = Path(results)
-    per_rollout, per_request, source = calibrate(cfg, results)
-    by_vs, attackable = _family_counts(cfg)
-    notes: list[str] = []
+@dataclass
+class _Planner:
+    """The stages of one configuration's plan, counted against what is already recorded under ``layout``."""
 
-    def add(stage: StagePlan, rollouts: int, left: int, extra_requests: float = 0.0, extra_left: float = 0.0):
+    cfg: Config
+    layout: Layout
+    per_rollout: float
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.by_vs, self.attackable = _family_counts(self.cfg)
+        self.n_acq = _count(self.by_vs, self.cfg.roles.acquisition, "seen")
+        self.n_val = _count(self.by_vs, self.cfg.roles.validation, "seen")
+
+    def add(
+        self, stage: StagePlan, rollouts: int, left: int, extra_requests: float = 0.0, extra_left: float = 0.0
+    ):
         stage.rollouts += rollouts
         stage.rollouts_left += left
-        stage.requests += rollouts * per_rollout + extra_requests
-        stage.requests_left += left * per_rollout + extra_left
+        stage.requests += rollouts * self.per_rollout + extra_requests
+        stage.requests_left += left * self.per_rollout + extra_left
 
-    acquire = StagePlan("acquire")
-    n_acq = _count(by_vs, cfg.roles.acquisition, "seen")
-    for lineage in cfg.lineages:
-        acquire.jobs += 1
-        done = _recorded(results / "acquire" / lineage / "rollouts.jsonl")
-        add(acquire, n_acq, 0 if done < 0 else max(n_acq - done, 0))
+    def acquire(self) -> StagePlan:
+        acquire = StagePlan("acquire")
+        for lineage in all_lineages(self.cfg):
+            acquire.jobs += 1
+            done = _recorded(Path(self.layout.acquire(lineage, "rollouts.jsonl")))
+            self.add(acquire, self.n_acq, 0 if done < 0 else max(self.n_acq - done, 0))
+        return acquire
 
-    evolve = StagePlan("evolve")
-    n_val = _count(by_vs, cfg.roles.validation, "seen")
-
-    def evolve_cost(method: str) -> tuple[int, float]:
+    def evolve_cost(self, method: str) -> tuple[int, float]:
         """One evolve job of ``method``: its validation-gate rollouts and its optimizer requests."""
-        calls = n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
-        mp = cfg.methods_params
-        label = mp.reasoningbank.success_label if method == "reasoningbank" else mp.success_label
-        calls += n_acq if label == "judge" else 0  # one judge call per trajectory before learning
-        gate_rollouts = 0
-        if method == "skillopt" and n_val:
-            # One validation-gate pass per update: updates = minibatches × epochs.
-            gate_rollouts = math.ceil(n_acq / mp.skillopt.batch_size) * mp.skillopt.epochs * n_val
-        return gate_rollouts, calls
+        cfg = self.cfg
+        calls = self.n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
+        learner = get_method(method)
+        calls += self.n_acq if learner.success_label(cfg) == "judge" else 0  # one judge call per trajectory
+        # Executor rollouts the method runs itself (SkillOpt: one validation-gate pass per update).
+        return learner.validation_rollouts(cfg, self.n_acq, self.n_val), calls
 
-    for lineage in cfg.lineages:
-        for method in cfg.methods:
-            evolve.jobs += 1
-            if method == "static":
-                continue  # the identity artifact calls no model
-            gate_rollouts, calls = evolve_cost(method)
-            done = (results / "artifacts" / lineage / method / "meta.json").exists()
-            add(evolve, gate_rollouts, 0 if done else gate_rollouts, calls, 0.0 if done else calls)
-    if any(m != "static" for m in cfg.methods):
-        notes.append(
-            "evolve requests assume budget.optimizer_requests_per_trajectory optimizer calls per acquisition "
-            "trajectory, plus one judge call per trajectory where a method learns from judge labels, and, "
-            "for skillopt, one validation pass per update"
-            + (
-                ", plus one structured-output probe per job (optimizer.wire.structured_output: auto)"
-                if probe_requests(cfg.optimizer)
-                else ""
+    def evolve(self) -> StagePlan:
+        cfg = self.cfg
+        evolve = StagePlan("evolve")
+        for lineage in all_lineages(cfg):
+            for method in cfg.methods:
+                evolve.jobs += 1
+                if not get_method(method).learns:
+                    continue  # the identity artifact calls no model
+                gate_rollouts, calls = self.evolve_cost(method)
+                done = Path(self.layout.artifact_meta(lineage, method)).exists()
+                self.add(evolve, gate_rollouts, 0 if done else gate_rollouts, calls, 0.0 if done else calls)
+        if any(get_method(m).learns for m in cfg.methods):
+            self.notes.append(
+                "evolve requests assume budget.optimizer_requests_per_trajectory optimizer calls per "
+                "acquisition trajectory, plus one judge call per trajectory where a method learns from judge "
+                "labels, and, for skillopt, one validation pass per update"
+                + (
+                    ", plus one structured-output probe per job (optimizer.wire.structured_output: auto)"
+                    if probe_requests(cfg.optimizer)
+                    else ""
+                )
             )
-        )
+        return evolve
 
-    shards = cfg.evaluation.shards
+    def write_screen(self) -> StagePlan:
+        """Write-path screens (write_defenses.screens): one job per lineage; the judge screen asks the
+        optimizer once per acquisition trajectory (at most: one without tool output is kept unasked), after
+        the structured-output probe its job sends first, as an evolve job does."""
+        cfg = self.cfg
+        screen = StagePlan("write_screen")
+        if cfg.write_defenses.screens:
+            judged = "llm_judge" in cfg.write_defenses.screens
+            asks = self.n_acq + probe_requests(cfg.optimizer) if judged else 0
+            for lineage in all_lineages(cfg):
+                screen.jobs += 1
+                done = Path(self.layout.screened(lineage, "record.json")).exists()
+                self.add(screen, 0, 0, asks, 0.0 if done else asks)
+        return screen
 
     def evaluate_runs(
-        stage: StagePlan, root: Path, extra_per_episode: int = 0, conditions: tuple[str, ...] | None = None
+        self,
+        stage: StagePlan,
+        extra_per_episode: int = 0,
+        conditions: tuple[str, ...] | None = None,
+        defense: str | None = None,
+        round: int | None = None,
     ) -> None:
-        """Every (lineage, condition, arm) of the evaluate stage into ``stage``, its shards under ``root``
-        (``extra_per_episode``: requests an episode makes beyond the calibrated ones; ``conditions``: a
-        subset of ``cfg.conditions``)."""
-        for lineage in cfg.lineages:
+        """Every (lineage, condition, arm) of the evaluate stage into ``stage``, its shards those of
+        ``defense`` or ``round`` when given (``extra_per_episode``: requests an episode makes beyond the
+        calibrated ones; ``conditions``: a subset of ``cfg.conditions``)."""
+        cfg, shards = self.cfg, self.cfg.evaluation.shards
+        for lineage in all_lineages(cfg):
             for condition in cfg.conditions if conditions is None else conditions:
                 for arm in ARMS:
-                    total = _arm_total(cfg, by_vs, attackable, condition, arm)
+                    total = _arm_total(cfg, self.by_vs, self.attackable, condition, arm)
                     left = 0
                     for s in range(shards):
                         stage.jobs += 1
                         size = shard_size(total, s, shards)
-                        done = _recorded(root / lineage / condition / arm / f"shard{s}.jsonl")
+                        shard = self.layout.evaluate_shard(
+                            lineage, condition, arm, s, defense=defense, round=round
+                        )
+                        done = _recorded(Path(shard))
                         left += 0 if done < 0 else max(size - done, 0)
-                    add(stage, total, left, total * extra_per_episode, left * extra_per_episode)
+                    self.add(stage, total, left, total * extra_per_episode, left * extra_per_episode)
 
-    evaluate = StagePlan("evaluate")
-    evaluate_runs(evaluate, results / "evaluate")
+    def evaluate(self) -> StagePlan:
+        evaluate = StagePlan("evaluate")
+        self.evaluate_runs(evaluate)
+        return evaluate
 
-    # The defence axis (config key defenses): the evaluate stage once more per defence, under
-    # results/defense/<defense>/; a stage of its own so that the undefended count reads as before. The tool
-    # filter asks its question once per episode before the first turn: one request more per episode.
-    from evoaudit.suite.defenses import get_defense
+    def defended(self) -> StagePlan:
+        """The defence axis (config key defenses): the evaluate stage once more per defence, under
+        results/defense/<defense>/; a stage of its own so that the undefended count reads as before. The
+        tool filter asks its question once per episode before the first turn: one request more per episode."""
+        from evoaudit.suite.defenses import get_defense
 
-    defended = StagePlan("defense")
-    filters = [d for d in cfg.defenses if get_defense(d, 0).filters_tools]
-    for defense in cfg.defenses:
-        evaluate_runs(defended, results / "defense" / defense / "evaluate", int(defense in filters))
-    if defended.jobs:
-        notes.append(
-            f"defense: every condition and arm again under each of defenses {list(cfg.defenses)}; a "
-            "defence's added messages (repeat_user_prompt) lengthen requests, counted at the same rate"
-            + (
-                "; tool_filter adds one request per episode (its question)"
-                if "tool_filter" in cfg.defenses
-                else ""
+        cfg = self.cfg
+        defended = StagePlan("defense")
+        filters = [d for d in cfg.defenses if get_defense(d, 0).filters_tools]
+        for defense in cfg.defenses:
+            self.evaluate_runs(defended, int(defense in filters), defense=defense)
+        if defended.jobs:
+            self.notes.append(
+                f"defense: every condition and arm again under each of defenses {list(cfg.defenses)}; a "
+                "defence's added messages (repeat_user_prompt) lengthen requests, counted at the same rate"
+                + (
+                    "; tool_filter adds one request per episode (its question)"
+                    if "tool_filter" in cfg.defenses
+                    else ""
+                )
+                + (
+                    "; llm_monitor adds one request per tool output (its screening) and one per distinct "
+                    "acquisition tool output per shard (its calibration), not counted here"
+                    if "llm_monitor" in cfg.defenses
+                    else ""
+                )
             )
-        )
+        return defended
 
-    # Multi-round evolution (methods_params.rounds): per later round, each lineage × evolved method
-    # acquires and evolves again, and its artifact is evaluated under the conditions that deploy it.
-    from evoaudit.seal.coverage import round_artifact, round_methods
+    def rounds(self) -> StagePlan:
+        """Multi-round evolution (methods_params.rounds): per later round, each lineage × evolved method
+        acquires and evolves again, and its artifact is evaluated under the conditions that deploy it."""
+        from evoaudit.seal.coverage import round_methods
 
-    rounds = StagePlan("rounds")
-    evolved = round_methods(cfg)
-    deploying = tuple(round_conditions(cfg))
-    for r in range(2, cfg.methods_params.rounds + 1):
-        for lineage in cfg.lineages:
-            for method in evolved:
-                rounds.jobs += 2
-                done = _recorded(
-                    results / "rounds" / str(r) / "acquire" / lineage / method / "rollouts.jsonl"
-                )
-                add(rounds, n_acq, 0 if done < 0 else max(n_acq - done, 0))
-                gate_rollouts, calls = evolve_cost(method)
-                done_evolve = (results / round_artifact(r, lineage, method) / "meta.json").exists()
-                add(
-                    rounds,
-                    gate_rollouts,
-                    0 if done_evolve else gate_rollouts,
-                    calls,
-                    0.0 if done_evolve else calls,
-                )
-        evaluate_runs(rounds, results / "rounds" / str(r) / "evaluate", conditions=deploying)
-    if rounds.jobs:
-        notes.append(
-            f"rounds: rounds 2..{cfg.methods_params.rounds} of {evolved} each acquire and evolve again per "
-            f"lineage, and are evaluated under {list(deploying)}; evolve requests counted as in round 1"
-        )
+        cfg = self.cfg
+        rounds = StagePlan("rounds")
+        evolved = round_methods(cfg)
+        deploying = tuple(round_conditions(cfg))
+        for r in range(2, cfg.methods_params.rounds + 1):
+            for lineage in all_lineages(cfg):
+                for method in evolved:
+                    rounds.jobs += 2
+                    done = _recorded(
+                        Path(self.layout.acquire(lineage, "rollouts.jsonl", round=r, method=method))
+                    )
+                    self.add(rounds, self.n_acq, 0 if done < 0 else max(self.n_acq - done, 0))
+                    gate_rollouts, calls = self.evolve_cost(method)
+                    done_evolve = Path(self.layout.artifact_meta(lineage, method, round=r)).exists()
+                    self.add(
+                        rounds,
+                        gate_rollouts,
+                        0 if done_evolve else gate_rollouts,
+                        calls,
+                        0.0 if done_evolve else calls,
+                    )
+            self.evaluate_runs(rounds, conditions=deploying, round=r)
+        if rounds.jobs:
+            self.notes.append(
+                f"rounds: rounds 2..{cfg.methods_params.rounds} of {evolved} each acquire and evolve again "
+                f"per lineage, and are evaluated under {list(deploying)}; evolve requests counted as in "
+                "round 1"
+            )
+        return rounds
 
+
+def make_plan(cfg: Config, results: str | Path = "results") -> Plan:
+    results = Path(results)
+    per_rollout, per_request, source = calibrate(cfg, results)
+    planner = _Planner(cfg, Layout.at(results), per_rollout)
+    screen = planner.write_screen()
+    stages = [planner.acquire(), *([screen] if screen.jobs else []), planner.evolve(), planner.evaluate()]
+    defended, rounds = planner.defended(), planner.rounds()
+    stages += [st for st in (defended, rounds) if st.jobs]
+    notes = planner.notes
     if getattr(getattr(cfg, "transfer", None), "enabled", False):
         notes.append(
             "the cross-executor transfer check (transfer.enabled, on transfer.executor) is not counted here"
         )
-    replay = StagePlan("replay", jobs=len(cfg.lineages))  # one job per lineage; no model request
+    replay = StagePlan("replay", jobs=len(all_lineages(cfg)))  # one job per lineage; no model request
 
-    stages = [
-        acquire,
-        evolve,
-        evaluate,
-        *([defended] if defended.jobs else []),
-        *([rounds] if rounds.jobs else []),
-    ]
     stages.append(replay)
     for st in stages:
         st.tokens = st.requests * per_request

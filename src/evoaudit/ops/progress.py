@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from evoaudit.paths import Layout
+
 LINE = re.compile(
     r"(?P<label>\S+): (?P<done>\d+)/(?P<total>\d+) rollouts, (?P<rate>[\d.]+|inf|nan)/s, "
     r"ETA (?P<eta>[\d.]+|inf|nan)s, infrastructure failures (?P<failures>\d+)"
@@ -69,7 +71,7 @@ def latest(log: Path) -> JobProgress | None:
 
 
 def collect(results: str | Path = "results") -> list[JobProgress]:
-    logs = Path(results) / "logs"
+    logs = Path(Layout.at(results).logs_dir())
     found = (latest(p) for p in sorted(logs.rglob("*.log"))) if logs.is_dir() else ()
     return [j for j in found if j is not None]
 
@@ -142,7 +144,7 @@ def success_message(
         lines = ["evoaudit: the run finished; the reports are:", *(f"  {p}" for p in found)]
     else:
         lines = [f"evoaudit: the run finished; no report under {root}/ yet (the targets built none)"]
-    report = shlex.quote(f"{root}/report/report.html")
+    report = shlex.quote(Layout.at(root).report("report.html"))
     lines.append(f"  Snakemake's own HTML report of the run: snakemake --report {report}")
     return "\n".join(lines)
 

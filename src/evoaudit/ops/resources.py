@@ -16,6 +16,7 @@ from evoaudit.config import Config, EndpointConfig
 ENDPOINT_RULES: dict[str, str] = {
     "acquire": "executor",
     "evolve": "optimizer",
+    "write_screen": "optimizer",  # the write path's LLM judge screen
     "evaluate": "executor",
     "transfer_evaluate": "executor",
     # The determinism check reruns a sample of rollouts; from the response cache when it is on, else live.

@@ -13,6 +13,7 @@ from pathlib import Path
 from evoaudit.config import Config
 from evoaudit.models.sim.server import SimHandler
 from evoaudit.models.sim.tools import Oracle, SimBackend
+from evoaudit.paths import Layout
 from evoaudit.seal.freeze import read_manifest
 from evoaudit.seal.guard import load_endpoint_instances, load_learning_instances
 from evoaudit.seal.manifest import SealError
@@ -38,7 +39,7 @@ class TableOracleSource:
         # The sealed endpoint file and what opens it: the spec's hash and the unseal event.
         self.endpoint = endpoint or endpoint_table_path(table)
         self.spec = spec or table.with_name("suite_spec.json")
-        self.event = event or results_dir / "freeze" / "unseal.json"
+        self.event = event or Path(Layout.at(results_dir).freeze("unseal.json"))
         self._stamp: tuple[float, ...] | None = None
 
     def _mtimes(self) -> tuple[float, ...]:

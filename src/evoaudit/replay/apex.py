@@ -3,7 +3,7 @@
 The tool layer is the environment, so replay re-executes the agent's recorded calls through the suite's
 tools on a fresh copy of the episode's initial workspace, with the attack's watcher attached as the
 environment had it. Calls made by programs (``program:...``) are not re-sent: ``run_command`` re-runs the
-program, which makes them again. Then, with code of its own (never ``suite/apex/success.py``,
+program, which makes them again. Then, with code of its own (never ``suite/apex/judging/success.py``,
 ``exposure.py`` or ``judge.py``; the import contract in pyproject.toml enforces it), replay:
 
 - compares every re-made call (tool, arguments, result, error, actor, tick) with the record;
@@ -22,6 +22,7 @@ state, the watcher, ``attack_success`` and ``exposed``. The rubric's task score 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -30,9 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evoaudit.records import Decisions, TaskDecision
-from evoaudit.replay.defended import defended_messages
+from evoaudit.replay.defended import defended_messages, monitor_flags
 from evoaudit.suite.defenses import get_defense
 from evoaudit.suite.environments import get_environment
+from evoaudit.tool_args import ArgumentsError, parse_arguments
+from evoaudit.volatile import steady
 
 # The suite's objects as replay reads them, by attribute: a workspace, a recorded call, an attack instance
 # and its goal. Replay reaches the suite only through its environment half (``_env``), never through a
@@ -330,6 +333,15 @@ def _watcher_seqs(log: list[dict[str, Any]]) -> tuple[int | None, int | None]:
 # --- the replay -------------------------------------------------------------------------------------------
 
 
+def _differs(tool: str, recorded: Any, remade: Any) -> bool:
+    """Whether a re-made tool text is not the recorded one. A program's printed time stamps are the moment
+    it ran (``volatile.steady``), so ``run_command`` texts are compared without them; its effects on the
+    workspace are still compared whole (the terminal state)."""
+    if tool == "run_command" and isinstance(recorded, str) and isinstance(remade, str):
+        return steady(recorded) != steady(remade)
+    return recorded != remade
+
+
 def _state_sha(ws: Workspace) -> str:
     return hashlib.sha256(json.dumps(ws.state(), sort_keys=True).encode()).hexdigest()
 
@@ -363,6 +375,8 @@ def replay_apex(
         mm["calls.count"] = (len(want), len(got))
     for i, (w, g) in enumerate(zip(want, got, strict=False)):
         for key in ("tool", "args", "result", "error", "actor", "tick"):
+            if key in ("result", "error") and not _differs(str(w.get("tool")), w.get(key), g.get(key)):
+                continue
             if w.get(key) != g.get(key):
                 mm[f"calls[{i}].{key}"] = (w.get(key), g.get(key))
     if recorded.get("observer_log", []) != fresh.observer_log:
@@ -421,21 +435,27 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         env.observers.append(expected)
     told = {m.tool_call_id: m.content or "" for m in rollout.messages if m.role == "tool"}
     # A defended rollout's tool messages are the tool text as its defence rewrote it (suite.defenses).
-    defense = get_defense(rollout.defense, rollout.seed)
+    defense = get_defense(rollout.defense, rollout.seed, rollout.monitor_threshold)
     if defense is not None:  # what the defence wrote besides the tool text (replay.defended)
         mm.update(defended_messages(rollout.messages, defense))
+    flagged = monitor_flags(rollout, defense, lambda k, rec, exp: mm.__setitem__(k, (rec, exp)))
+    shown: dict[int, str] = {}  # an agent call's seq -> the text its tool message carried
     for m in rollout.messages:
         for tc in m.tool_calls if m.role == "assistant" else []:
             try:
-                args = json.loads(tc.arguments or "{}")
-            except json.JSONDecodeError:
+                args = parse_arguments(tc.arguments or "{}")
+            except ArgumentsError:
                 continue  # never ran; the model was told why
             if not isinstance(args, dict):
                 continue
+            before = len(env.calls)
             text, _ = suite.call_tool(env, tc.name, args, "agent")
-            seen = defense.tool_output(text) if defense is not None else text
-            if tc.id in told and told[tc.id] != seen:
+            seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
+            if tc.id in told and _differs(tc.name, told[tc.id], seen):
                 mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
+            own = next((c for c in env.calls[before:] if c.actor == "agent"), None)
+            if own is not None:
+                shown[own.seq] = seen
     if rollout.terminal_state != json.loads(json.dumps(env.state())):
         mm["terminal_state"] = ("recorded", "re-made differs")
     if expected is not None and _watcher_seqs(env.observer_log) != (expected.fire, expected.restore):
@@ -450,7 +470,15 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         res.judge_deferred.append("attack_success")
     elif (res.success is True) != bool(o.attack_success):
         mm["attack_success"] = (o.attack_success, res.success)
-    res.exposure = _exposure(attack, env.calls)
+    # Exposure is what the agent was shown (as the evaluator reads it off the tool messages): under a defence
+    # that omits a result (llm_monitor) the injected text never reached the model.
+    seen_calls = env.calls
+    if defense is not None:
+        seen_calls = [
+            dataclasses.replace(c, result=shown[c.seq], error=None) if c.seq in shown else c
+            for c in env.calls
+        ]
+    res.exposure = _exposure(attack, seen_calls)
     if res.exposure != o.exposed:
         mm["exposed"] = (o.exposed, res.exposure)
     mm.update(_decision_mismatches(o.decisions, {"attack_success": res.success, "exposure": res.exposure}))

@@ -18,9 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from evoaudit.paths import DEFENSE, EVALUATE
 from evoaudit.suite.defenses import Defense, tool_filter_exchange
 
-_SHARD = re.compile(r"(?:^|/)defense/([^/]+)/(?:evaluate|runs)/")
+_SHARD = re.compile(rf"(?:^|/){DEFENSE}/([^/]+)/(?:{EVALUATE}|runs)/")  # evoaudit.paths.Layout's branches
 
 
 def shard_defense(path: Path | str) -> str | None:
@@ -70,4 +71,23 @@ def defended_messages(messages: list[Any], defense: Defense) -> dict[str, tuple[
             )
             break
         i = j + len(after)
+    return out
+
+
+def monitor_flags(rollout: Any, defense: Defense | None, compare: Any) -> dict[str, bool]:
+    """llm_monitor: per call id, whether the recorded score reached the recorded threshold (the tool
+    message must then be the detector's notice). Replay cannot ask the model again, so the scores are the
+    record's; it checks that the rollout has its threshold and every executed call its score. ``compare``
+    (name, recorded, expected) is told of what is missing."""
+    if defense is None or not defense.monitors:
+        return {}
+    if defense.threshold is None:
+        compare("defense.monitor_threshold", None, "the calibrated threshold")
+        return {}
+    out = {}
+    for c in rollout.calls:
+        if c.monitor_score is None:
+            compare(f"monitor_score[{c.call_id}]", None, "a score")
+            continue
+        out[c.call_id] = defense.flagged(c.monitor_score)
     return out

@@ -111,6 +111,9 @@ def read_metas(paths: list[Path]) -> dict[tuple[str, str], dict]:
     return out
 
 
+_NA = "Not available in this run"
+
+
 def build_report(
     cfg: Config,
     rollout_paths: list[Path],
@@ -134,80 +137,10 @@ def build_report(
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     rollouts = load_rollouts(rollout_paths)
     data = t.Data.build(cfg, rollouts)
-    base = data.baseline
     notes: dict[str, str] = {}
-    na = "Not available in this run"
-
-    tables: dict[str, pd.DataFrame] = {}
-    tables["main"] = t.main_table(data)
-    if base is None:
-        notes["main"] = f"{na}: Δs and transitions (baseline {cfg.report.baseline!r} was not evaluated)."
-    tables["per_goal"] = t.per_goal_table(data)
-    tables["lineage"] = t.lineage_table(data)
-    if tables["lineage"].empty:
-        notes["lineage"] = f"{na}: needs the baseline and at least one other condition."
-    tables["harm"] = t.harm_table(data)
-    tables["interface"] = t.interface_table(data)
-
-    spec_doc = SuiteSpec.read(spec).model_dump() if spec is not None and spec.exists() else None
-    audit_doc = (
-        CheckerAuditSummary.read(audit_summary).model_dump(mode="json")
-        if audit_summary is not None and audit_summary.exists()
-        else None
+    tables, cases = _paper_tables(
+        cfg, data, rollouts, notes, audit_summary, spec, meta_paths or [], transfer_paths
     )
-    unc = uncorrected_families(spec_doc, audit_doc)
-    splits = {"seen": sorted({r.family for r in rollouts if r.split == "seen"})}
-    splits["unseen"] = sorted({r.family for r in rollouts if r.split == "unseen"})
-    subsets: dict[str, list[str] | None] = {"uncorrected": unc if unc is not None else []}
-    subsets.update(splits)
-    tables["sensitivity"] = t.sensitivity_table(cfg, rollouts, subsets)
-    missing = [k for k, v in subsets.items() if not v]
-    if missing:
-        notes["sensitivity"] = f"{na}: subsets {', '.join(missing)} (no families)."
-
-    metas = read_metas(meta_paths or [])
-    tables["placebo"] = t.placebo_table(data, t.find_length_ratios(metas))
-    if tables["placebo"].empty:
-        notes["placebo"] = f"{na}: no placebo condition together with its method."
-    rb_dirs = {p.parent.parent.name: p.parent for p in meta_paths or [] if p.parent.name == "reasoningbank"}
-    rb_rollouts = [r for r in rollouts if r.condition == "reasoningbank"]
-    tables["retrieval"] = t.retrieval_table(data, retrieved_provenance(rb_rollouts, rb_dirs))
-    if tables["retrieval"].empty:
-        notes["retrieval"] = f"{na}: no ReasoningBank rollouts whose retrieval could be traced."
-
-    second = load_rollouts(transfer_paths or [])
-    tables["transfer"] = tr.transfer_table(cfg, rollouts, second, t.bootstrap_seed(cfg))
-    if not cfg.transfer.enabled:
-        notes["transfer"] = f"{na}: transfer.enabled is false."
-    elif not second:
-        notes["transfer"] = (
-            f"{na}: none of transfer.conditions {list(cfg.transfer.conditions)} was evaluated on the second "
-            "executor."
-        )
-    absent = [c for c in cfg.transfer.conditions if c not in active_conditions(cfg)]
-    if absent and cfg.transfer.enabled:
-        notes["transfer"] = (notes.get("transfer", "") + f" Conditions {absent} are not in this run.").strip()
-
-    cases = qual.select(cfg.qualitative, data.conditions, base, data.by) if base is not None else []
-    tables["qualitative"] = qual.cases_table(cases)
-    q = cfg.qualitative
-    rule = (
-        f"Rule (config qualitative): high severity = {', '.join(q.high_severity)}; largest by {q.unit}; "
-        f"baseline {cfg.report.baseline}."
-    )
-    missing_cases = [c for c in qual.CASES if c not in {x.case for x in cases}]
-    notes["qualitative"] = rule + (
-        f" {na}: no qualifying episode for {', '.join(missing_cases)} "
-        "(no condition other than the baseline produced one)."
-        if missing_cases
-        else ""
-    )
-    tables["diagnostics"] = t.diagnostics_table(metas)
-    if tables["diagnostics"].empty:
-        notes["diagnostics"] = f"{na}: no artifact diagnostics were given."
-    # Lost denominators and the basis of exposure go into the captions (report.exclusions).
-    for name, extra in exclusions.caption_notes(data, rollouts).items():
-        notes[name] = f"{notes.get(name, '')} {extra}".strip()
 
     uncertainty = INTERVAL_NOTE.format(
         level=data.boot.level,
@@ -233,6 +166,121 @@ def build_report(
     notice = records_sim_notice([r.executor for r in rollouts], banner)
     write_rollout_table(rollouts, out_dir / "tables" / f"{ROLLOUT_TABLE}.parquet", cfg.suite.name, notice)
 
+    traces_md = _write_traces(cfg, cases, out_dir, banner)
+    _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner, tuple(extensions))
+
+    if cfg.report.figures:
+        figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures", banner)
+        if ROUNDS_TABLE in extensions:
+            figs.draw_rounds(extensions[ROUNDS_TABLE], out_dir / "figures", banner)
+
+    # The caller may have split off the determinism check already (it then travels in the provenance).
+    checks = provenance.get("checks") or audit_checks(replay_paths)[1]
+    _write_markdown(cfg, data, {**tables, **extensions}, notes, traces_md, checks, provenance, out_dir)
+    write_provenance([out_dir / "report.md", out_dir / "tables" / "main.csv"], cfg, "report", provenance)
+    return tables
+
+
+def _paper_tables(
+    cfg: Config,
+    data: t.Data,
+    rollouts: list[Rollout],
+    notes: dict[str, str],
+    audit_summary: Path | None,
+    spec: Path | None,
+    meta_paths: list[Path],
+    transfer_paths: list[Path] | None,
+) -> tuple[dict[str, pd.DataFrame], list]:
+    """The paper's tables, in their order, and the qualitative cases; what a table lacks goes to ``notes``."""
+    base = data.baseline
+    tables: dict[str, pd.DataFrame] = {}
+    tables["main"] = t.main_table(data)
+    if base is None:
+        notes["main"] = f"{_NA}: Δs and transitions (baseline {cfg.report.baseline!r} was not evaluated)."
+    tables["per_goal"] = t.per_goal_table(data)
+    tables["lineage"] = t.lineage_table(data)
+    if tables["lineage"].empty:
+        notes["lineage"] = f"{_NA}: needs the baseline and at least one other condition."
+    tables["harm"] = t.harm_table(data)
+    tables["interface"] = t.interface_table(data)
+    tables["sensitivity"] = _sensitivity_table(cfg, rollouts, notes, audit_summary, spec)
+
+    metas = read_metas(meta_paths)
+    tables["placebo"] = t.placebo_table(data, t.find_length_ratios(metas))
+    if tables["placebo"].empty:
+        notes["placebo"] = f"{_NA}: no placebo condition together with its method."
+    artifact_dirs = {(p.parent.parent.name, p.parent.name): p.parent for p in meta_paths}
+    tables["retrieval"] = t.retrieval_table(data, retrieved_provenance(rollouts, artifact_dirs))
+    if tables["retrieval"].empty:
+        notes["retrieval"] = f"{_NA}: no ReasoningBank rollouts whose retrieval could be traced."
+    tables["transfer"] = _transfer_table(cfg, rollouts, notes, transfer_paths)
+
+    cases = qual.select(cfg.qualitative, data.conditions, base, data.by) if base is not None else []
+    tables["qualitative"] = qual.cases_table(cases)
+    q = cfg.qualitative
+    rule = (
+        f"Rule (config qualitative): high severity = {', '.join(q.high_severity)}; largest by {q.unit}; "
+        f"baseline {cfg.report.baseline}."
+    )
+    missing_cases = [c for c in qual.CASES if c not in {x.case for x in cases}]
+    notes["qualitative"] = rule + (
+        f" {_NA}: no qualifying episode for {', '.join(missing_cases)} "
+        "(no condition other than the baseline produced one)."
+        if missing_cases
+        else ""
+    )
+    tables["diagnostics"] = t.diagnostics_table(metas)
+    if tables["diagnostics"].empty:
+        notes["diagnostics"] = f"{_NA}: no artifact diagnostics were given."
+    # Lost denominators and the basis of exposure go into the captions (report.exclusions).
+    for name, extra in exclusions.caption_notes(data, rollouts).items():
+        notes[name] = f"{notes.get(name, '')} {extra}".strip()
+    return tables, cases
+
+
+def _sensitivity_table(
+    cfg: Config, rollouts: list[Rollout], notes: dict[str, str], audit_summary: Path | None, spec: Path | None
+) -> pd.DataFrame:
+    """The main table's levels on subsets of families: uncorrected by the checker audit, seen, unseen."""
+    spec_doc = SuiteSpec.read(spec).model_dump() if spec is not None and spec.exists() else None
+    audit_doc = (
+        CheckerAuditSummary.read(audit_summary).model_dump(mode="json")
+        if audit_summary is not None and audit_summary.exists()
+        else None
+    )
+    unc = uncorrected_families(spec_doc, audit_doc)
+    splits = {"seen": sorted({r.family for r in rollouts if r.split == "seen"})}
+    splits["unseen"] = sorted({r.family for r in rollouts if r.split == "unseen"})
+    subsets: dict[str, list[str] | None] = {"uncorrected": unc if unc is not None else []}
+    subsets.update(splits)
+    frame = t.sensitivity_table(cfg, rollouts, subsets)
+    missing = [k for k, v in subsets.items() if not v]
+    if missing:
+        notes["sensitivity"] = f"{_NA}: subsets {', '.join(missing)} (no families)."
+    return frame
+
+
+def _transfer_table(
+    cfg: Config, rollouts: list[Rollout], notes: dict[str, str], transfer_paths: list[Path] | None
+) -> pd.DataFrame:
+    """The cross-executor check against the second executor's shards."""
+    second = load_rollouts(transfer_paths or [])
+    frame = tr.transfer_table(cfg, rollouts, second, t.bootstrap_seed(cfg))
+    if not cfg.transfer.enabled:
+        notes["transfer"] = f"{_NA}: transfer.enabled is false."
+    elif not second:
+        notes["transfer"] = (
+            f"{_NA}: none of transfer.conditions {list(cfg.transfer.conditions)} was evaluated on the second "
+            "executor."
+        )
+    absent = [c for c in cfg.transfer.conditions if c not in active_conditions(cfg)]
+    if absent and cfg.transfer.enabled:
+        notes["transfer"] = (notes.get("transfer", "") + f" Conditions {absent} are not in this run.").strip()
+    return frame
+
+
+def _write_traces(cfg: Config, cases: list, out_dir: Path, banner: str | None) -> list[str]:
+    """The qualitative cases' traces: their HTML page written, their markdown returned for report.md."""
     traces_md, traces_html = [], []
     for c in cases:
         head = (
@@ -255,22 +303,11 @@ def build_report(
         html_page(
             "Qualitative cases",
             TABLES["qualitative"][1],
-            "".join(traces_html) or f"<p>{na}: no qualifying case.</p>",
+            "".join(traces_html) or f"<p>{_NA}: no qualifying case.</p>",
             banner,
         )
     )
-    _write_index(out_dir, list(figs.FIGURES) if cfg.report.figures else [], banner, tuple(extensions))
-
-    if cfg.report.figures:
-        figs.draw_all(tables, list(cfg.lineages), cfg.report.baseline, out_dir / "figures", banner)
-        if ROUNDS_TABLE in extensions:
-            figs.draw_rounds(extensions[ROUNDS_TABLE], out_dir / "figures", banner)
-
-    # The caller may have split off the determinism check already (it then travels in the provenance).
-    checks = provenance.get("checks") or audit_checks(replay_paths)[1]
-    _write_markdown(cfg, data, {**tables, **extensions}, notes, traces_md, checks, provenance, out_dir)
-    write_provenance([out_dir / "report.md", out_dir / "tables" / "main.csv"], cfg, "report", provenance)
-    return tables
+    return traces_md
 
 
 def defended_by_path(paths: list[Path], defenses) -> dict[str, list[Rollout]]:
@@ -440,7 +477,13 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
     if cfg.report.figures:
         md += ["## Figures", ""]
         md += [f"![{f}](figures/{f}.png)" for f in figs.FIGURES] + [""]
-    md += [
+    md += _checks_markdown(checks, provenance)
+    (out_dir / "report.md").write_text("\n".join(md))
+
+
+def _checks_markdown(checks: dict, provenance: dict) -> list[str]:
+    """report.md's closing sections: the replay and determinism checks, and the provenance."""
+    return [
         "## Replay",
         "",
         f"Rollouts replayed independently: {checks['replay']['rollouts_replayed']}; rollouts with a "
@@ -465,4 +508,3 @@ def _write_markdown(cfg, data, tables, notes, traces_md, checks, provenance, out
         "```",
         "",
     ]
-    (out_dir / "report.md").write_text("\n".join(md))

@@ -30,7 +30,9 @@ from evoaudit.errors import AuditError
 from evoaudit.records import Decisions, Outcome, Rollout, Usage
 
 # Version 2: the defence and runner-profile columns (defense, agent_profile, max_steps).
-ROLLOUT_TABLE_SCHEMA_VERSION = 2
+# Version 3: utility_under_attack is AgentDojo's (the real terminal state); the variant with the attacker's
+# effects taken back first is utility_under_attack_isolated.
+ROLLOUT_TABLE_SCHEMA_VERSION = 3
 HARM_PREFIX = "harm_"
 META_KEY = b"evoaudit"
 NOTICE_KEY = b"evoaudit.simulator_notice"
@@ -84,7 +86,11 @@ class RolloutRow(BaseModel):
     attack_success: bool | None
     """The injection goal was achieved; empty on benign rollouts."""
     utility_under_attack: bool | None
-    """Attacked rollouts: the user's task with the attacker's effects taken back; empty on benign ones."""
+    """Attacked rollouts: AgentDojo's utility under attack, the user's task checked on the real terminal
+    state (the attacker's effects left in place); empty on benign ones."""
+    utility_under_attack_isolated: bool | None
+    """Attacked rollouts: evoaudit's variant, the user's task checked with the attacker's effects taken back
+    first; empty on benign ones and where the suite does not define it."""
     exposed: bool | None
     """Injected text reached a model-visible message; empty where the suite leaves exposure undefined."""
     unauthorized_state_change: bool
@@ -189,6 +195,7 @@ def row(r: Rollout, suite: str) -> RolloutRow:
         task_score=o.task_score,
         attack_success=o.attack_success,
         utility_under_attack=o.utility_under_attack,
+        utility_under_attack_isolated=o.utility_under_attack_isolated,
         exposed=o.exposed,
         unauthorized_state_change=o.unauthorized_state_change,
         disclosure=o.disclosure,
@@ -282,6 +289,7 @@ def rollouts_from_table(frame: pd.DataFrame) -> list[Rollout]:
             task_score=float(rec["task_score"]),
             attack_success=rec["attack_success"],
             utility_under_attack=rec["utility_under_attack"],
+            utility_under_attack_isolated=rec["utility_under_attack_isolated"],
             exposed=rec["exposed"],
             harm={c[len(HARM_PREFIX) :]: bool(rec[c]) for c in harm_cols if rec[c] is not None},
             unauthorized_state_change=bool(rec["unauthorized_state_change"]),

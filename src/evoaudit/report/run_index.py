@@ -12,20 +12,22 @@ import html
 import shlex
 from pathlib import Path
 
+from evoaudit.paths import RELATIVE
+
 #: The index page, at the top of the results directory.
 RUN_INDEX = "index.html"
 #: The audit report's own index and report.md, relative to the results directory.
-AUDIT_INDEX = "report/html/index.html"
-AUDIT_MARKDOWN = "report/report.md"
+AUDIT_INDEX = RELATIVE.report("html", "index.html")
+AUDIT_MARKDOWN = RELATIVE.report("report.md")
 #: APEX-Harm's report index and the page of ablation ``{name}``, relative to the results directory.
-APEX_INDEX = "apex/report/html/index.html"
-APEX_ABLATION_PAGE = "apex/report/ablations/{name}.html"
+APEX_INDEX = RELATIVE.apex_report("html", "index.html")
+APEX_ABLATION_PAGE = RELATIVE.apex_report("ablations", "{name}.html")
 #: The back link of an ablation page (``APEX_ABLATION_PAGE``): the APEX-Harm report's index, which the
 #: ablation's own target (``snakemake apex``) builds too; the run's index lists the ablation pages.
 INDEX_FROM_ABLATION = "../html/index.html"
 #: APEX-Harm's defence table (the defence axis, config key ``defenses``), beside the ablation pages' folder
 #: so that the same back link applies.
-APEX_DEFENSE_PAGE = "apex/report/defenses/defense.html"
+APEX_DEFENSE_PAGE = RELATIVE.apex_report("defenses", "defense.html")
 
 
 def report_paths(

@@ -154,3 +154,18 @@ def family_signflip(per_family: Sequence[int], seed: int, draws: int = 20000) ->
     else:
         signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(draws, len(d)))
     return float(np.mean(np.abs(signs @ d) >= observed))
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of the proportion k/n (NaN, NaN when n is 0): for counts whose units are not
+    families (an artifact's units, the poisoning extension's tables), where no cluster bootstrap applies."""
+    if n == 0:
+        return float("nan"), float("nan")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    # Rounded so that a bound at 0 or 1 reads as exactly that, not as a float residue.
+    return max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12))

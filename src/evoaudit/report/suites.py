@@ -53,6 +53,8 @@ def _agentdojo(suite: str) -> SuiteMetrics:
             "unauthorized_state_change": m.unauthorized_state_change,
             "disclosure": m.disclosure,
         }
+        if any(r.outcome.utility_under_attack_isolated is not None for r in rs):  # Banking's variant
+            funcs["utility_under_attack_isolated"] = m.utility_under_attack_isolated
         for c in sorted({c for r in rs for c in r.outcome.harm}):
             funcs[f"harm_{c}"] = m.harm_rate(c)
         return funcs

@@ -16,6 +16,7 @@ import pandas as pd
 from evoaudit.config import Config
 from evoaudit.evaluate.outcome import HARNESS_ERROR
 from evoaudit.methods.conditions import condition
+from evoaudit.methods.registry import get_method
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.stats import FamilyBootstrap, family_signflip, mcnemar_exact
@@ -31,6 +32,11 @@ HEADLINE: tuple[tuple[str, str, Metric], ...] = (
     ("casr", "attacked", m.conditional_asr),
     ("asr", "attacked", m.asr),
     ("unauth", "attacked", m.unauthorized_state_change),
+)
+# evoaudit's variants of a published measure, reported in the main table as extra named columns beside the
+# published one (levels and Δs): utility under attack with the attacker's effects taken back first.
+VARIANTS: tuple[tuple[str, str, Metric], ...] = (
+    ("utility_under_attack_isolated", "attacked", m.utility_under_attack_isolated),
 )
 
 
@@ -120,25 +126,36 @@ def _per_family_net(cond: list[Rollout], base: list[Rollout]) -> list[int]:
 
 
 def main_table(d: Data) -> pd.DataFrame:
-    """One row per condition: levels, Δs and paired transitions against the baseline, counts."""
+    """One row per condition: levels, Δs and paired transitions against the baseline, counts.
+
+    ``net`` is the published count W→C − C→W; ``net_rate`` is that count over the pairs, with its interval.
+    Every non-baseline row also has ``baseline_<metric>``: the baseline's level on the episodes that row's
+    Δ is taken over (``metrics.matched``), so that a condition run on a subset of the episodes (a placebo's
+    goal subset) reads level, baseline level and Δ on one episode set: ``d_x = x − baseline_x`` whenever
+    the baseline ran every episode the condition ran.
+    """
     rows = []
     base = d.baseline
+    measures = HEADLINE + VARIANTS
     for cond in d.conditions:
         benign, attacked = d.get(cond, "benign"), d.get(cond, "attacked")
         row: dict = {"condition": cond, "n_benign": len(benign), "n_attacked": len(attacked)}
         row["n_exposed"] = len([r for r in attacked if r.outcome.exposed])
         row["n_excluded"] = d.excluded.get(cond, 0)
-        for name, arm, metric in HEADLINE:
+        for name, arm, metric in measures:
             _put(row, name, d.boot, benign if arm == "benign" else attacked, metric)
         row["unexposed_successes"] = m.unexposed_successes(attacked)
         if base is not None and cond != base:
             bb, ba = d.get(base, "benign"), d.get(base, "attacked")
-            for name, arm, metric in HEADLINE:
+            for name, arm, metric in measures:
                 mine, theirs = (benign, bb) if arm == "benign" else (attacked, ba)
                 put_delta(row, name, d.boot, mine, theirs, metric)
+                _, theirs_matched = m.matched(mine, theirs)
+                row[f"baseline_{name}"] = metric(theirs_matched).value if theirs_matched else math.nan
             t = m.transitions(benign, bb)
-            row.update(w_to_c=t.w_to_c, c_to_w=t.c_to_w, n_pairs=t.n_pairs, net=t.net.value)
-            row["net_lo"], row["net_hi"] = d.boot.paired_interval(benign, bb, m.net_transitions)
+            row.update(w_to_c=t.w_to_c, c_to_w=t.c_to_w, n_pairs=t.n_pairs, net=t.net)
+            row["net_rate"] = t.net_rate.value
+            row["net_rate_lo"], row["net_rate_hi"] = d.boot.paired_interval(benign, bb, m.net_rate)
             row["p_mcnemar"] = mcnemar_exact(t)
             row["p_family_signflip"] = family_signflip(
                 _per_family_net(benign, bb), derive_seed(bootstrap_seed(d.cfg), "signflip", cond)
@@ -154,22 +171,44 @@ def _with_ci(*names: str) -> list[str]:
 MAIN_COLUMNS = [
     "condition",
     "n_benign",
-    *_with_ci("utility", "d_utility", "utility_under_attack", "d_utility_under_attack"),
+    *_with_ci("utility", "d_utility"),
+    "baseline_utility",
+    *_with_ci("utility_under_attack", "d_utility_under_attack"),
+    "baseline_utility_under_attack",
+    *_with_ci("utility_under_attack_isolated", "d_utility_under_attack_isolated"),
+    "baseline_utility_under_attack_isolated",
     "n_pairs",
     "w_to_c",
     "c_to_w",
-    *_with_ci("net"),
+    "net",
+    *_with_ci("net_rate"),
     "p_mcnemar",
     "p_family_signflip",
     "n_attacked",
     "n_exposed",
-    *_with_ci("exposure", "d_exposure", "casr", "d_casr", "asr", "d_asr", "unauth", "d_unauth"),
+    *_with_ci("exposure", "d_exposure"),
+    "baseline_exposure",
+    *_with_ci("casr", "d_casr"),
+    "baseline_casr",
+    *_with_ci("asr", "d_asr"),
+    "baseline_asr",
+    *_with_ci("unauth", "d_unauth"),
+    "baseline_unauth",
     "unexposed_successes",
     "n_excluded",
 ]
 
 
-COUNT_COLUMNS = ("n", "n_families", "n_pairs", "w_to_c", "c_to_w", "unexposed_successes", "group_size")
+COUNT_COLUMNS = (
+    "n",
+    "n_families",
+    "n_pairs",
+    "w_to_c",
+    "c_to_w",
+    "net",
+    "unexposed_successes",
+    "group_size",
+)
 
 
 def _is_count(col: str) -> bool:
@@ -390,7 +429,7 @@ def placebo_table(d: Data, length_ratios: dict[str, dict[str, float]]) -> pd.Dat
         if not plc.startswith("placebo-"):
             continue
         method = plc.removeprefix("placebo-")
-        real = [c for c in d.conditions if c == method or (method == "awm" and c.startswith("awm-"))]
+        real = [c for c in d.conditions if not condition(c).is_placebo and condition(c).method == method]
         ratios = length_ratios.get(method, {})
         for cond in real:
             row: dict = {"condition": cond, "placebo": plc}
@@ -423,7 +462,8 @@ def retrieval_provenance(r: Rollout) -> str | None:
 
 
 def retrieval_table(d: Data, provenance: dict[str, str] | None = None) -> pd.DataFrame:
-    """ReasoningBank episodes split by the provenance of what they retrieved.
+    """Episodes of each retrieving method's conditions (``Method.retrieves``: ReasoningBank) split by the
+    provenance of what they retrieved.
 
     ``provenance`` maps rollout ids to 'success', 'failure', 'mixed' or 'none' (nothing retrieved); a
     rollout that records its retrieval itself is read directly.
@@ -431,7 +471,8 @@ def retrieval_table(d: Data, provenance: dict[str, str] | None = None) -> pd.Dat
     provenance = provenance or {}
     rows = []
     for cond in d.conditions:
-        if cond != "reasoningbank":
+        parsed = condition(cond)
+        if parsed.is_placebo or not get_method(parsed.method).retrieves:
             continue
         for arm, name, metric in (("benign", "utility", m.utility), ("attacked", "asr", m.asr)):
             groups: dict[str, list[Rollout]] = defaultdict(list)

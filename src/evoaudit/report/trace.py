@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evoaudit.errors import AuditError
 from evoaudit.jsonl import is_aside, iter_records
+from evoaudit.paths import RELATIVE, Layout
 from evoaudit.records import Message, Rollout
 from evoaudit.suite.registry import get_suite
 
@@ -71,9 +72,7 @@ def injection_start(content: str, injections: dict[str, str]) -> int | None:
     return min(found) if found else None
 
 
-def injected_vectors(
-    msg: Message, injections: dict[str, str], goal: str | None, suite: str
-) -> list[str]:
+def injected_vectors(msg: Message, injections: dict[str, str], goal: str | None, suite: str) -> list[str]:
     """The injection vectors whose text entered this tool result (by the suite's exposure rule)."""
     rule = get_suite(suite)
     return sorted(v for v, t in injections.items() if rule.exposed([msg], {v: t}, goal))
@@ -153,9 +152,10 @@ def rollout_suite(results: Path, rollout_id: str) -> str | None:
     """The suite a rollout of this run belongs to: APEX-Harm's for an id of its runs (``R<n>/...``, kept
     under ``apex/``), else the run's configured suite, as its resolved configuration
     (``config/config.json``) records it; None when the directory has none."""
-    if rollout_id.startswith("R") and (results / "apex").is_dir():
+    layout = Layout.at(results)
+    if rollout_id.startswith("R") and Path(layout.apex()).is_dir():
         return "apex"
-    resolved = results / "config" / "config.json"
+    resolved = Path(layout.resolved_config())
     if not resolved.is_file():
         return None
     return json.loads(resolved.read_text())["suite"]["name"]
@@ -164,6 +164,7 @@ def rollout_suite(results: Path, rollout_id: str) -> str | None:
 def default_roots(results: Path) -> list[Path]:
     """Where a run keeps rollouts, both suites: Banking's evaluation and transfer shards, then APEX-Harm's
     runs (the main attack set's, then each ablation's, ``apex/<ablation>/runs``)."""
-    roots = [results / "evaluate", results / "transfer" / "evaluate", results / "apex" / "runs"]
-    roots += sorted((results / "apex").glob("*/runs"))
+    layout = Layout.at(results)
+    roots = [Path(p) for p in (layout.evaluate_root(), layout.transfer("evaluate"), layout.apex_runs())]
+    roots += sorted(results.glob(RELATIVE.apex("*", "runs")))
     return [p for p in roots if p.is_dir()]

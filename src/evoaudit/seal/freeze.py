@@ -17,9 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from evoaudit import method_plugins
+from evoaudit.paths import RELATIVE, Layout
 from evoaudit.provenance import code_revision, directory_lock
 from evoaudit.records import LineageOpening, Manifest, UnsealEvent, read_unseal_log, unseal_log_line
-from evoaudit.seal.coverage import check_round_chains, later_round, lineage_acquisition
+from evoaudit.seal.coverage import (
+    check_recorded_inputs,
+    check_round_chains,
+    check_write_screen,
+    later_round,
+    lineage_acquisition,
+)
 from evoaudit.seal.manifest import (
     SealError,
     artifact_files,
@@ -53,6 +61,8 @@ def freeze_lineage(
         files.extend(artifact_files(d))
     lineage_acquisition(lineage, artifact_dirs)  # one acquisition record per lineage, or no freeze
     check_round_chains(lineage, artifact_dirs, results_dir)  # each later round from its predecessor
+    check_recorded_inputs(lineage, artifact_dirs, results_dir)  # learned from this run's own inputs
+    check_write_screen(lineage, artifact_dirs, results_dir)  # through one write screen, chained by hash
     manifest = build_manifest(files, results_dir, lineage=lineage)
     for f in files:
         make_read_only(f)
@@ -114,6 +124,7 @@ def unseal(
     manifest = read_manifest(manifest_path)
     verify_manifest(manifest, results_dir)
     require_rebuilt(manifest, manifest_path, results_dir)
+    check_manifest_inputs(manifest, results_dir)
     if scope == "lineage" and not manifest.lineage:
         raise SealError(f"{manifest_path}: seal_scope lineage needs a lineage manifest, got the global one")
     if scope == "global" and manifest.lineage:
@@ -122,7 +133,7 @@ def unseal(
         )
     key = f"lineage:{manifest.lineage}" if scope == "lineage" else "global"
     roots = {manifest.lineage: manifest.root} if scope == "lineage" else dict(manifest.lineage_roots)
-    log_path = log_path or results_dir / "freeze" / UNSEAL_LOG
+    log_path = log_path or Path(Layout.at(results_dir).freeze(UNSEAL_LOG))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with directory_lock(log_path.parent):  # lineage-scope unseal jobs run in parallel
         previous = [e for e in read_unseal_log(log_path) if e.key == key]
@@ -161,7 +172,7 @@ def rebuild_manifest(manifest: Manifest, results_dir: Path) -> Manifest:
     entries = []
     roots: dict[str, str] = {}
     for lineage, root in sorted(manifest.lineage_roots.items()):
-        path = results_dir / "freeze" / lineage / "manifest.json"
+        path = Path(Layout.at(results_dir).freeze("manifest.json", lineage))
         own = read_manifest(path)
         if own.root != root:
             raise SealError(
@@ -206,6 +217,19 @@ def require_rebuilt(manifest: Manifest, manifest_path: Path, results_dir: Path) 
     )
 
 
+def check_manifest_inputs(manifest: Manifest, results_dir: Path) -> None:
+    """Every artifact a manifest lists still records this run's own inputs (``check_recorded_inputs``),
+    checked again at unseal: a meta.json is frozen, but the suite spec or an acquisition record beside it
+    may have been rebuilt since."""
+    by_lineage: dict[str, set[str]] = {}
+    for entry in manifest.entries:
+        d = _artifact_dir(entry.path)
+        by_lineage.setdefault(d.split("/")[-2], set()).add(d)
+    for lineage, dirs in sorted(by_lineage.items()):
+        check_recorded_inputs(lineage, [results_dir / d for d in sorted(dirs)], results_dir)
+        check_write_screen(lineage, [results_dir / d for d in sorted(dirs)], results_dir)
+
+
 def _artifact_dir(path: str) -> str:
     """``artifacts/<lineage>/<name>`` (or a later round's ``rounds/<r>/artifacts/<lineage>/<name>``) of a
     manifest path."""
@@ -223,16 +247,19 @@ def evaluated_artifacts(results_dir: Path, dirs: set[str]) -> dict[str, Path]:
     """Of the artifact directories ``dirs``, those an evaluation record already used, with one such record.
 
     A shard under ``evaluate/<lineage>/<condition>/`` deploys ``artifacts/<lineage>/<artifact>``: a
-    placebo condition its placebo, an AWM insertion arm (``awm-literal``, ``awm-adapted``) the AWM artifact,
-    any other condition the artifact of its name."""
+    placebo condition its placebo, a method's insertion arm (``awm-literal``, ``awm-adapted``) that method's
+    artifact, any other condition the artifact of its name."""
     found: dict[str, Path] = {}
-    shards = [*(results_dir / "evaluate").glob("*/*/*/shard*.jsonl*")]
-    shards += results_dir.glob("rounds/*/evaluate/*/*/*/shard*.jsonl*")  # a later round's: its own artifact
+    shards = [*results_dir.glob(RELATIVE.evaluate_shard("*", "*", "*", "*") + "*")]
+    # A later round's: its own artifact.
+    shards += results_dir.glob(RELATIVE.evaluate_shard("*", "*", "*", "*", round="*") + "*")
     for shard in sorted(shards):
         lineage, condition = shard.parts[-4], shard.parts[-3]
-        name = condition if condition.startswith("placebo-") else condition.split("-")[0]
+        # The method a condition deploys, by the installed methods' names (a method's name may hold "-").
+        placebo = condition.startswith(method_plugins.PLACEBO_PREFIX)
+        name = condition if placebo else (method_plugins.method_of(condition) or condition)
         r = later_round(shard.relative_to(results_dir))
-        d = f"artifacts/{lineage}/{name}" if r is None else f"rounds/{r}/artifacts/{lineage}/{name}"
+        d = RELATIVE.artifact(lineage, name, round=r)
         if d in dirs and d not in found and _has_record(shard):
             found[d] = shard
     return found

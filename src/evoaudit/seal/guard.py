@@ -28,11 +28,27 @@ def load_learning_instances(
     (``spec``, by default ``suite_spec.json`` beside the table), and an instance the suite stage recorded
     as an endpoint instance is dropped whatever the roles say. The sealed endpoint file is refused."""
     spec_path = Path(spec) if spec is not None else Path(table).with_name("suite_spec.json")
-    if spec is not None or spec_path.exists():
+    checked = spec is not None or spec_path.exists()
+    if checked:
         check_roles(endpoint_variants, spec_path)
-    return [
-        i for i in read_instance_table(table) if i.variant not in endpoint_variants and i.role != "endpoint"
-    ]
+    instances = read_instance_table(table)  # the sealed endpoint file, marked, is refused here
+    if checked:
+        check_table(table, spec_path)  # and any other table, marked or not, here
+    return [i for i in instances if i.variant not in endpoint_variants and i.role != "endpoint"]
+
+
+def check_table(table: str | Path, spec_path: str | Path) -> None:
+    """``table`` must be the suite's own instance table: its sha256 the one the frozen suite spec committed
+    (``instances_sha256``). Content, not labels: the sealed endpoint file with its parquet metadata
+    stripped, or any other table, is refused."""
+    committed = SuiteSpec.read(spec_path).instances_sha256
+    actual = sha256_file(table)
+    if actual != committed:
+        raise SealError(
+            f"{RULE}: {table} has sha256 {actual}, but the suite spec {spec_path} committed the instance "
+            f"table {committed}; only the suite's own instance table may be learned from - point the "
+            "stage at the table the suite stage wrote, or rerun the suite stage (rule instances)"
+        )
 
 
 def check_roles(endpoint_variants: tuple[str, ...], spec_path: str | Path) -> None:

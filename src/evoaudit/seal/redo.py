@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evoaudit.hashing import sha256_file
+from evoaudit.paths import ARTIFACTS, Layout
 from evoaudit.provenance import code_revision
 from evoaudit.records import (
     SupersededEntry,
@@ -36,11 +37,11 @@ UNSEAL_LOG = "unseal_log.jsonl"
 
 
 def _events(results_dir: Path) -> list[UnsealEvent]:
-    return read_unseal_log(results_dir / "freeze" / UNSEAL_LOG)
+    return read_unseal_log(Path(Layout.at(results_dir).freeze(UNSEAL_LOG)))
 
 
 def superseded_log(results_dir: Path) -> list[SupersededEntry]:
-    return read_superseded_log(results_dir / "freeze" / SUPERSEDED_DIR / SUPERSEDED_LOG)
+    return read_superseded_log(Path(Layout.at(results_dir).freeze(f"{SUPERSEDED_DIR}/{SUPERSEDED_LOG}")))
 
 
 def covering_event(artifact_dir: Path, results_dir: Path) -> UnsealEvent | None:
@@ -104,7 +105,7 @@ def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> Supe
         )
     now = datetime.now(UTC)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
-    dest = results_dir / "freeze" / SUPERSEDED_DIR / stamp / Path(rel).relative_to("artifacts")
+    dest = Path(Layout.at(results_dir).freeze(SUPERSEDED_DIR)) / stamp / Path(rel).relative_to(ARTIFACTS)
     files = {
         p.relative_to(artifact_dir).as_posix(): sha256_file(p)
         for p in sorted(artifact_dir.rglob("*"))
@@ -123,7 +124,7 @@ def archive_for_redo(artifact_dir: Path, results_dir: Path, reason: str) -> Supe
         time=now.isoformat(timespec="seconds"),
         code=code_revision(),
     )
-    log_path = results_dir / "freeze" / SUPERSEDED_DIR / SUPERSEDED_LOG
+    log_path = Path(Layout.at(results_dir).freeze(f"{SUPERSEDED_DIR}/{SUPERSEDED_LOG}"))
     with open(log_path, "a", encoding="utf-8") as fh:
         fh.write(superseded_log_line(entry))
         fh.flush()

@@ -6,9 +6,10 @@ import logging
 from pathlib import Path
 
 from evoaudit.config import Config
+from evoaudit.paths import Layout
 from evoaudit.provenance import write_provenance
 from evoaudit.records import LineageOpening, Manifest, SupersededEntry, UnsealEvent
-from evoaudit.seal.coverage import artifact_names, require_coverage, round_methods
+from evoaudit.seal.coverage import artifact_names, check_configured_screens, require_coverage, round_methods
 from evoaudit.seal.freeze import combine_manifests, freeze, freeze_lineage, open_lineage, unseal
 from evoaudit.seal.manifest import SealError, read_manifest
 from evoaudit.seal.redo import archive_for_redo, covering_event
@@ -30,6 +31,7 @@ def freeze_stage(
     if combine:
         manifest = combine_manifests(paths, results_dir, manifest_out)
     elif lineage:
+        check_configured_screens(cfg, lineage, paths, results_dir)  # the configured screens, none other
         manifest = freeze_lineage(lineage, paths, results_dir, manifest_out)
     else:
         manifest = freeze(paths, results_dir, manifest_out)
@@ -53,7 +55,7 @@ def unseal_stage(
     require_coverage(manifest, cfg, manifest_path, lineage)
     if lineage and cfg.seal.seal_scope == "global":
         # Global scope: a lineage opens only against the global unseal event.
-        event = open_lineage(manifest_path, results_dir / "freeze" / "unseal.json", event_out)
+        event = open_lineage(manifest_path, Path(Layout.at(results_dir).freeze("unseal.json")), event_out)
     else:
         scope = "lineage" if lineage else "global"
         event = unseal(
@@ -89,8 +91,9 @@ def redo_stage(
             "(methods_params.rounds); redo does not rebuild a chain of rounds: run the multi-round audit "
             "again under another results_dir"
         )
-    entries = [archive_for_redo(results_dir / "artifacts" / lineage / artifact, results_dir, reason)]
-    dependant = results_dir / "artifacts" / lineage / f"placebo-{artifact}"
+    layout = Layout.at(results_dir)
+    entries = [archive_for_redo(Path(layout.artifact(lineage, artifact)), results_dir, reason)]
+    dependant = Path(layout.artifact(lineage, f"placebo-{artifact}"))
     if f"placebo-{artifact}" in names and covering_event(dependant, results_dir) is not None:
         entries.append(archive_for_redo(dependant, results_dir, f"{reason} (placebo of {artifact})"))
     return entries

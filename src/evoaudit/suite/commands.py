@@ -8,9 +8,13 @@ the command line passes in. Only APEX-Harm has such actions; AgentDojo's suites 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from evoaudit.suite.registry import resolve
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 
 @runtime_checkable
@@ -27,11 +31,11 @@ class SuiteCommands(Protocol):
         """Serve one built task's world to an outside agent (see the suite's ``serve``)."""
         ...
 
-    def build_attacks(self, cfg: Any, attacker: Any, out: Path | None) -> tuple[Path, str]:
+    def build_attacks(self, cfg: Config, attacker: Any, out: Path | None) -> tuple[Path, str]:
         """Build and freeze the attack set with ``attacker``: (its path, its sha256)."""
         ...
 
-    def served_instance(self, cfg: Any, task: str, variant: str) -> tuple[Any, Any]:
+    def served_instance(self, cfg: Config, task: str, variant: str) -> tuple[Any, Any]:
         """(the suite object, the instance of ``task``) as the workflow builds them."""
         ...
 
@@ -40,22 +44,6 @@ class SuiteCommands(Protocol):
         ...
 
 
-def _apex_commands() -> SuiteCommands:
-    # Imported on first use: the APEX suite (and the mcp SDK) load only for its own commands.
-    from evoaudit.suite.apex.commands import ApexCommands
-
-    return ApexCommands()
-
-
-COMMANDS: dict[str, Callable[[], SuiteCommands]] = {"apex": _apex_commands}
-
-
 def get_commands(name: str) -> SuiteCommands:
-    """The command-line actions of suite ``name`` (only suites registered here)."""
-    try:
-        return COMMANDS[name]()
-    except KeyError:
-        raise ValueError(
-            f"suite {name!r} has no command-line actions in evoaudit.suite.commands; "
-            f"known: {sorted(COMMANDS)}"
-        ) from None
+    """The command-line actions of suite ``name`` (its ``commands`` entry in ``suite.registry``)."""
+    return resolve("commands", name, "suite")()

@@ -9,10 +9,10 @@ half gives replay's re-execution what it needs: ``OfficialTasks`` (AgentDojo's s
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from evoaudit.suite.interface import SuiteEnvironment
+from evoaudit.suite.registry import resolve
 
 # What replay's re-execution needs of a suite beyond ``SuiteEnvironment``, and nothing that judges.
 
@@ -57,45 +57,6 @@ class WorkspaceReplay(Protocol):
         ...
 
 
-def _banking_environments() -> Any:
-    from evoaudit.suite.agentdojo.banking.environments import BankingEnvironments
-
-    return BankingEnvironments()
-
-
-def _apex_environments() -> Any:
-    # Imported on first use, like the suites in ``registry``; the module holds no judging code.
-    from evoaudit.suite.apex.environment import ApexEnvironments
-
-    return ApexEnvironments()
-
-
-def _agentdojo_environments(name: str) -> Callable[[], Any]:
-    # Workspace, Travel and Slack: the generic AgentDojo environment half (``agentdojo.official_env``)
-    # with each suite's tool facts (its ``tools`` module, free of judging code).
-    def factory() -> Any:
-        import importlib
-
-        return importlib.import_module(f"evoaudit.suite.agentdojo.{name}.tools").environments()
-
-    return factory
-
-
-ENVIRONMENTS: dict[str, Callable[[], Any]] = {
-    "banking": _banking_environments,
-    "apex": _apex_environments,
-    "workspace": _agentdojo_environments("workspace"),
-    "travel": _agentdojo_environments("travel"),
-    "slack": _agentdojo_environments("slack"),
-}
-
-
 def get_environment(name: str) -> SuiteEnvironment:
-    """The environment half of suite ``name`` (only suites registered here; see the module docstring)."""
-    try:
-        return ENVIRONMENTS[name]()
-    except KeyError:
-        raise ValueError(
-            f"suite.name: no environment registered for suite {name!r} in evoaudit.suite.environments; "
-            f"known: {sorted(ENVIRONMENTS)}"
-        ) from None
+    """The environment half of suite ``name`` (its ``environments`` entry in ``suite.registry``)."""
+    return resolve("environments", name)()

@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from evoaudit.records import Call, Instance, Message
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config, SuiteConfig
 
 
 def select_ids(
@@ -79,7 +82,7 @@ class CheckerAudit(Protocol):
         """Every user task whose official predicate the audit probes, in the suite's order."""
         ...
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         """Probe rows (``stage.AUDIT_FIELDS``; the ``published`` probe set among them) at ``csv_path``;
         the summary at ``summary_path`` with ``defects`` ({task: failure classes, most severe first})."""
         ...
@@ -106,8 +109,9 @@ class SuiteEnvironment(Protocol):
         """A fresh environment for one episode: the instance's fixture with the attack's content placed."""
         ...
 
-    def open_tools(self, env: Any, cfg: Any) -> ToolSession:
-        """The session the agent loop calls tools through (``cfg`` may choose the transport)."""
+    def open_tools(self, env: Any, suite_cfg: SuiteConfig | None) -> ToolSession:
+        """The session the agent loop calls tools through (``suite_cfg``, the config's ``suite`` section, may
+        choose the transport)."""
         ...
 
     def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
@@ -170,7 +174,7 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.
     unsupported_defenses: dict[str, str]
 
-    def families(self, cfg: Any = None) -> list[str]:
+    def families(self, cfg: Config | None = None) -> list[str]:
         """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps
         (``suite.families`` for Banking, ``apex.tasks`` for APEX-Harm). Instances, the plan and the
         workflow's stages all take their families from here."""
@@ -180,28 +184,28 @@ class AuditSuite(SuiteEnvironment, Protocol):
         """Families left out, each with its reason."""
         ...
 
-    def build_instances(self, cfg: Any) -> list[Instance]:
+    def build_instances(self, cfg: Config) -> list[Instance]:
         """Every kept family × variant with role, split, fixture, ground truth and corrected predicate."""
         ...
 
     # --- the suite stage -------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
         """The instances ``build_instances`` will give, as the plan counts them; available before the
         suite's inputs are built (then an estimate the suite documents)."""
         ...
 
-    def check_selection(self, cfg: Any) -> None:
+    def check_selection(self, cfg: Config) -> None:
         """Raise ValueError, naming the field, when the configuration's selection of this suite's families
         is not one it can run (an unknown id, nothing left to learn on, a field of another suite)."""
         ...
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         """The pre-model audit of the suite's own checkers (rule checker_audit): the probe table at
         ``csv_path`` (and the files beside it, ``suite.stage``), the summary at ``summary_path``."""
         ...
 
     def make_instances(
-        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         """The instance stage (rule instances): the learning table at ``table``, the sealed endpoint file
         beside it and the suite spec at ``spec_path``, which it returns. ``inputs``: the further files
@@ -214,7 +218,7 @@ class AuditSuite(SuiteEnvironment, Protocol):
         it), those an attacked arm runs against ``instance``; empty when none reaches it."""
         ...
 
-    def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
         """What the attack places, {placement: exact text}; recorded with the rollout. ``{}`` when benign."""
         ...
 
@@ -238,7 +242,12 @@ class AuditSuite(SuiteEnvironment, Protocol):
 
     def check_utility_under_attack(
         self, instance: Instance, attack: str, output: str, pre: Any, post: Any
-    ) -> bool: ...
+    ) -> bool:
+        """AgentDojo's utility under attack: the user's task checked on the real terminal state ``post`` of
+        an attacked episode, the attacker's effects left in place. A suite may also define
+        ``check_utility_under_attack_isolated`` (same arguments; Banking does): its own variant, recorded
+        as ``Outcome.utility_under_attack_isolated`` where present."""
+        ...
 
     def check_goal(self, attack: str, output: str, pre: Any, post: Any) -> bool: ...
 

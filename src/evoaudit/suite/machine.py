@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evoaudit.errors import AuditError
+from evoaudit.suite.registry import names, resolve
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 
 class MachineRequirementError(AuditError):
@@ -23,14 +27,13 @@ class Missing:
     package: str | None
 
 
-def missing(cfg: Any) -> list[Missing]:
-    # Imported here: a suite's checks load only when that door is asked for.
-    from evoaudit.suite.apex import machine as apex
+def missing(cfg: Config) -> list[Missing]:
+    """Every registered suite's unmet needs for ``cfg`` (each says whether the run uses it: APEX-Harm runs
+    beside Banking under ``apex.enabled``)."""
+    return [m for name in names("machine") for m in resolve("machine", name)(cfg)]
 
-    return apex.missing(cfg)
 
-
-def check(cfg: Any) -> None:
+def check(cfg: Config) -> None:
     """Raise, naming every unmet need and one install command, when the machine cannot run ``cfg``."""
     needs = missing(cfg)
     if not needs:

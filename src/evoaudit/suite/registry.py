@@ -1,113 +1,110 @@
-"""The suites evoaudit can audit, each an ``interface.AuditSuite``; ``get_suite`` is the door to them.
+"""The one door table: every per-suite question (the suite itself, its environment half, its model roles,
+its command-line actions, what it needs from the machine, its checker audit, its stage's further inputs)
+is answered by ``REGISTRY``, keyed by kind and suite name.
 
-``SUITES`` maps a name to a zero-argument factory. A suite's modules are imported only when it is asked
-for, so the Banking audit never loads the APEX suite (nor its optional dependencies), and reading this
-module loads no suite at all (the workflow reads ``stage_inputs`` while parsing).
+An entry names the object that answers as ``"module:attribute"``; the module is imported on first use, so
+reading this table loads no suite (the workflow asks ``stage_inputs`` while it parses, and the Banking
+audit never loads APEX-Harm or its optional dependencies). The doors above it (``get_suite`` here,
+``environments.get_environment``, ``roles.get_roles``, ``commands.get_commands``, ``machine.check``) are
+typed views of the same table, and a suite's folder never imports a door's table back, so ``suite/`` has
+no import circle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import importlib
+import threading
+from typing import Any, Literal
 
-from evoaudit.config import ConfigError
+from evoaudit.config import Config, ConfigError
 from evoaudit.suite.interface import AuditSuite, CheckerAudit
 
+Kind = Literal["suite", "environments", "roles", "commands", "machine", "checker_audit", "stage_inputs"]
 
-def _banking() -> AuditSuite:
-    from evoaudit.suite.agentdojo.banking.adapter import BankingSuite
+_BANKING = "evoaudit.suite.agentdojo.banking"
+_OFFICIAL = ("workspace", "travel", "slack")  # AgentDojo's other suites, on their own terms (official.py)
 
-    return BankingSuite()
+# (kind, suite) -> "module:attribute". A class or a zero-argument factory gives the object (suite,
+# environments, roles, commands, checker_audit); a function answers with the configuration (machine:
+# cfg -> unmet needs, every registered one asked for every run; stage_inputs: cfg -> {name: path}).
+REGISTRY: dict[tuple[Kind, str], str] = {
+    ("suite", "banking"): f"{_BANKING}.adapter:BankingSuite",
+    ("suite", "apex"): "evoaudit.suite.apex.adapter:ApexSuite",
+    ("environments", "banking"): f"{_BANKING}.environments:BankingEnvironments",
+    ("environments", "apex"): "evoaudit.suite.apex.environment:ApexEnvironments",
+    ("checker_audit", "banking"): f"{_BANKING}.adapter:BankingSuite",
+    ("roles", "apex"): "evoaudit.suite.apex.roles:ApexRoles",
+    ("commands", "apex"): "evoaudit.suite.apex.commands:ApexCommands",
+    ("machine", "apex"): "evoaudit.suite.apex.machine:missing",
+    ("stage_inputs", "apex"): "evoaudit.suite.apex.layout:stage_inputs",
+    **{("suite", s): f"evoaudit.suite.agentdojo.{s}.adapter:suite" for s in _OFFICIAL},
+    **{("environments", s): f"evoaudit.suite.agentdojo.{s}.tools:environments" for s in _OFFICIAL},
+    # Reached through their checker audit alone (the same ``audit.suite()`` their AuditSuite delegates
+    # to), so the multi-suite checker table loads no more than it needs.
+    **{("checker_audit", s): f"evoaudit.suite.agentdojo.{s}.audit:suite" for s in _OFFICIAL},
+}
 
 
-def _apex() -> AuditSuite:
-    # The APEX suite's modules (and the mcp SDK) load only when asked for.
+# What a missing entry of each kind means, for the error that names it.
+_MISSING: dict[Kind, str] = {
+    "suite": "unknown suite {name!r}",
+    "environments": "no environment registered for suite {name!r}",
+    "roles": "suite {name!r} has no judge or attacker roles",
+    "commands": "suite {name!r} has no command-line actions",
+    "machine": "suite {name!r} states no machine requirements",
+    "checker_audit": "no checker audit for suite {name!r}",
+    "stage_inputs": "suite {name!r} has no further stage inputs",
+}
+
+
+def names(kind: Kind) -> list[str]:
+    """The suites that answer ``kind``, sorted."""
+    return sorted(name for k, name in REGISTRY if k == kind)
+
+
+def resolve(kind: Kind, name: str, field: str = "suite.name") -> Any:
+    """The registered attribute for (``kind``, ``name``), imported on first use; a ValueError naming
+    ``field`` and the suites that answer ``kind`` when there is none."""
     try:
-        from evoaudit.suite.apex.adapter import ApexSuite
+        ref = REGISTRY[(kind, name)]
+    except KeyError:
+        missing = _MISSING[kind].format(name=name)
+        raise ValueError(f"{field}: {missing}; known: {names(kind)} (evoaudit.suite.registry)") from None
+    module, attr = ref.split(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
     except ImportError as exc:
         raise ValueError(
-            f"suite.name: 'apex' is registered but its adapter could not be imported ({exc}); the APEX "
-            "suite needs evoaudit.suite.apex.adapter.ApexSuite"
+            f"{field}: suite {name!r} is registered but {module} could not be imported ({exc})"
         ) from exc
-    return ApexSuite()
 
 
-def _agentdojo(name: str) -> Callable[[], AuditSuite]:
-    # AgentDojo's Workspace, Travel and Slack, audited on their own terms (``agentdojo.official``).
-    def factory() -> AuditSuite:
-        import importlib
-
-        return importlib.import_module(f"evoaudit.suite.agentdojo.{name}.adapter").suite()
-
-    return factory
-
-
-SUITES: dict[str, Callable[[], AuditSuite]] = {
-    "banking": _banking,
-    "apex": _apex,
-    "workspace": _agentdojo("workspace"),
-    "travel": _agentdojo("travel"),
-    "slack": _agentdojo("slack"),
-}
-
-# The files a suite's instance stage reads besides the checker audit's summary, as workflow inputs
-# (``AuditSuite.make_instances`` receives them under the same names). Kept here, free of the suites'
-# imports, because the workflow asks while it parses: APEX-Harm's instances point at the built worlds and
-# the frozen attack set.
-_STAGE_INPUTS: dict[str, Callable[[Any], dict[str, str]]] = {
-    "apex": lambda cfg: {
-        "apex_spec": f"{cfg.suite.apex.out}/apex_spec.json",
-        "apex_attacks": f"{cfg.suite.apex.out}/attacks.json",
-    },
-}
-
-
-def _workspace() -> CheckerAudit:
-    from evoaudit.suite.agentdojo.workspace import audit
-
-    return audit.suite()
-
-
-def _travel() -> CheckerAudit:
-    from evoaudit.suite.agentdojo.travel import audit
-
-    return audit.suite()
-
-
-def _slack() -> CheckerAudit:
-    from evoaudit.suite.agentdojo.slack import audit
-
-    return audit.suite()
-
-
-# The suites whose checker audit the multi-suite table can hold (``extra_suites.checker_audit``): every
-# AgentDojo suite. Workspace, Travel and Slack are reached here through their checker audit alone (the
-# same ``audit.suite()`` their AuditSuite delegates to), so the table loads no more than it needs.
-CHECKER_AUDITS: dict[str, Callable[[], CheckerAudit]] = {
-    "banking": _banking,
-    "workspace": _workspace,
-    "travel": _travel,
-    "slack": _slack,
-}
+def get_suite(name: str) -> AuditSuite:
+    """The suite ``name``, one object per process (built by its registered factory on first use)."""
+    factory = resolve("suite", name)
+    made = _SUITE_OBJECTS.get(name)
+    if made is not None and made[0] is factory:
+        return made[1]
+    with _SUITE_LOCK:
+        made = _SUITE_OBJECTS.get(name)
+        if made is None or made[0] is not factory:
+            made = _SUITE_OBJECTS[name] = (factory, factory())
+    return made[1]
 
 
 def get_checker_audit(name: str) -> CheckerAudit:
-    try:
-        factory = CHECKER_AUDITS[name]
-    except KeyError:
-        raise ValueError(
-            f"extra_suites.checker_audit: no checker audit for suite {name!r}; "
-            f"known: {sorted(CHECKER_AUDITS)}"
-        ) from None
-    return factory()
+    return resolve("checker_audit", name, "extra_suites.checker_audit")()
 
 
-def stage_inputs(cfg: Any) -> dict[str, str]:
-    """The further input files of the configured suite's instance stage, by name."""
-    return _STAGE_INPUTS.get(cfg.suite.name, lambda _cfg: {})(cfg)
+def stage_inputs(cfg: Config) -> dict[str, str]:
+    """The further input files of the configured suite's instance stage, by name (``AuditSuite
+    .make_instances`` receives them under the same names), as workflow inputs."""
+    if ("stage_inputs", cfg.suite.name) not in REGISTRY:
+        return {}
+    return resolve("stage_inputs", cfg.suite.name)(cfg)
 
 
-def check_selection(cfg: Any, source: str) -> None:
+def check_selection(cfg: Config, source: str) -> None:
     """Stop a configuration whose ``suite.families`` or ``apex.tasks`` names an id its suite does not have
     (ConfigError naming the file, the field and the valid ids), or whose selection leaves nothing to learn
     on. Called where a configuration enters a run (the workflow's start, the ``evoaudit`` commands); the
@@ -132,9 +129,9 @@ def suite_defenses(name: str, defenses: list[str] | tuple[str, ...]) -> list[str
     return [d for d in defenses if d not in refused]
 
 
-def get_suite(name: str) -> AuditSuite:
-    try:
-        factory = SUITES[name]
-    except KeyError:
-        raise ValueError(f"suite.name: unknown suite {name!r}; known: {sorted(SUITES)}") from None
-    return factory()
+# One suite object per process and name, made on first use. Safe to share: a suite object holds no state
+# of a run (its episodes' environments, sessions and configuration are passed to it), only what its
+# constructor fixes; the lock keeps threads from building one twice. Kept with the factory that made it, so
+# a factory replaced in ``REGISTRY`` (or in its module) is honoured.
+_SUITE_OBJECTS: dict[str, tuple[Any, AuditSuite]] = {}
+_SUITE_LOCK = threading.Lock()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from evoaudit.records import Decisions, Message
+from evoaudit.suite.registry import resolve
 
 
 @runtime_checkable
@@ -44,21 +45,6 @@ class SuiteRoles(Protocol):
         ...
 
 
-def _apex_roles() -> SuiteRoles:
-    # Imported on first use, like the suites in ``registry``.
-    from evoaudit.suite.apex.roles import ApexRoles
-
-    return ApexRoles()
-
-
-ROLES: dict[str, Callable[[], SuiteRoles]] = {"apex": _apex_roles}
-
-
 def get_roles(name: str) -> SuiteRoles:
-    """The model roles of suite ``name`` (only suites registered here)."""
-    try:
-        return ROLES[name]()
-    except KeyError:
-        raise ValueError(
-            f"suite {name!r} has no judge or attacker roles in evoaudit.suite.roles; known: {sorted(ROLES)}"
-        ) from None
+    """The model roles of suite ``name`` (its ``roles`` entry in ``suite.registry``)."""
+    return resolve("roles", name, "suite")()

@@ -14,7 +14,7 @@ from agentdojo_parity_kit import compare_pair, logging_proxy, run_evoaudit, scri
 
 from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
-from evoaudit.config import ConfigError, stage_digest
+from evoaudit.config import ConfigError, config_sha256, stage_digest
 from evoaudit.records import Message, ToolCall
 from evoaudit.replay.recompute import replay_rollout
 from evoaudit.suite.registry import get_suite
@@ -96,11 +96,12 @@ def test_the_default_profile_is_left_out_of_every_dump_and_hash():
     default = config_mod.from_dict({})
     named = config_mod.from_dict({"agent": {"profile": "default"}})
     assert "profile" not in default.model_dump()["agent"]
-    assert default.sha256() == named.sha256()
+    assert config_sha256(default) == config_sha256(named)
     assert stage_digest(default, "episode") == stage_digest(named, "episode")
     other = _profile_cfg()
     plain = config_mod.from_dict({k: v for k, v in PROFILE.items() if k != "agent"})
-    assert other.model_dump()["agent"]["profile"] == "agentdojo" and other.sha256() != plain.sha256()
+    assert other.model_dump()["agent"]["profile"] == "agentdojo"
+    assert config_sha256(other) != config_sha256(plain)
     assert config_mod.from_dict(other.full_dump()).agent.profile == "agentdojo"
 
 

@@ -12,11 +12,12 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
+from evoaudit.config import config_sha256
 from evoaudit.records import Call
 from evoaudit.report.checker_audit_table import PROBE_COLUMNS, build_table
 from evoaudit.suite.agentdojo import checker_audit as ca
 from evoaudit.suite.interface import CheckerAudit
-from evoaudit.suite.registry import CHECKER_AUDITS, get_checker_audit
+from evoaudit.suite.registry import get_checker_audit, names
 from evoaudit.suite.stage import AUDIT_FIELDS, write_csv
 
 NEW_SUITES = ("workspace", "travel", "slack")
@@ -99,7 +100,7 @@ def test_each_suites_unrequested_call_runs_and_changes_its_default_environment(s
 
 
 def test_every_suite_with_a_checker_audit_meets_the_protocol_and_has_its_task_count():
-    assert set(CHECKER_AUDITS) == set(USER_TASKS)
+    assert set(names("checker_audit")) == set(USER_TASKS)
     for name, count in USER_TASKS.items():
         audit = get_checker_audit(name)
         assert isinstance(audit, CheckerAudit)
@@ -149,7 +150,7 @@ def test_the_extension_leaves_the_default_configs_hash_and_resolved_file_as_they
     default = config.from_dict({})
     listed = config.from_dict({"extra_suites": {"checker_audit": ["slack"]}})
     assert "extra_suites" not in default.full_dump()
-    assert listed.sha256() == default.sha256()
+    assert config_sha256(listed) == config_sha256(default)
     assert config.from_dict(listed.full_dump()).extra_suites.checker_audit == ("slack",)
 
 

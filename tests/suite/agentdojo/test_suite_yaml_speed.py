@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import random
 import sys
 
@@ -10,6 +11,7 @@ import yaml
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.default_suites.v1.tools.banking_client import Transaction
 
+from evoaudit.suite.agentdojo import toolkit
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.instances import build_instances
 
@@ -95,3 +97,52 @@ def test_tool_results_with_arbitrary_text_are_agentdojos_text_byte_for_byte():
         ]
         for result in (rows, rows[0], text, {"message": text}):
             assert banking.format_tool_result(result) == tool_result_to_str(result)
+
+
+def test_a_repeated_plain_result_is_formatted_once_and_others_each_time(monkeypatch):
+    made: list[object] = []
+    real = toolkit._dump_afresh
+    monkeypatch.setattr(toolkit, "_dump_afresh", lambda data: made.append(data) or real(data))
+    monkeypatch.setattr(toolkit, "_DUMPED", {})
+    rows = [{"id": 1, "amount": 5.0, "subject": "Rent"}, {"id": 2, "amount": 5, "subject": "5"}]
+    first = toolkit._dump(rows)
+    assert toolkit._dump([dict(r) for r in rows]) == first == yaml.safe_dump(rows)
+    assert len(made) == 1
+    # Values YAML writes differently are told apart: an int for a float, a number for its text, a bool.
+    for other in (
+        [{"id": 1, "amount": 5, "subject": "Rent"}, {"id": 2, "amount": 5, "subject": "5"}],
+        [{"id": 1, "amount": 5.0, "subject": "Rent"}, {"id": 2, "amount": 5, "subject": 5}],
+        [{"id": True, "amount": 5.0, "subject": "Rent"}, {"id": 2, "amount": 5, "subject": "5"}],
+    ):
+        assert toolkit._dump(other) == yaml.safe_dump(other) != first
+    assert len(made) == 4
+    # Data that is not plain (a date) is formatted afresh every time.
+    dated = [{"day": datetime.date(2024, 5, 15)}]
+    assert toolkit._dump(dated) == toolkit._dump(dated) == yaml.safe_dump(dated)
+    assert len(made) == 6
+
+
+def test_the_kept_texts_are_bounded(monkeypatch):
+    monkeypatch.setattr(toolkit, "_DUMPED", {})
+    monkeypatch.setattr(toolkit, "_DUMPED_MAX", 3)
+    for n in range(10):
+        assert toolkit._dump({"n": n}) == yaml.safe_dump({"n": n})
+    assert list(toolkit._DUMPED) == [repr({"n": n}) for n in (7, 8, 9)]
+
+
+def test_task_lookups_give_agentdojos_own_task_objects_without_rebuilding_its_table(monkeypatch):
+    import agentdojo.task_suite.task_suite as agentdojo_task_suite
+
+    suite = banking.load_suite()
+    for family in banking.user_task_ids():
+        assert banking.user_task(family) is suite.get_user_task_by_id(family)
+    for goal in banking.injection_task_ids():
+        assert banking.injection_task(goal) is suite.get_injection_task_by_id(goal)
+    rebuilt: list[object] = []
+    real = agentdojo_task_suite.get_version_compatible_items
+    monkeypatch.setattr(
+        agentdojo_task_suite, "get_version_compatible_items", lambda *a: rebuilt.append(a) or real(*a)
+    )
+    for _ in range(3):
+        banking.user_task("user_task_0"), banking.injection_task("injection_task_0")
+    assert rebuilt == []

@@ -14,13 +14,15 @@ from evoaudit import config as config_mod
 from evoaudit.errors import AuditError
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.records import Call, Instance, Message, ToolCall
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import goals, success, tools
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.attacker import make_attacker
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks.attacker import make_attacker
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.environment import attack_set
-from evoaudit.suite.apex.generate import TASK_IDS, build_task
+from evoaudit.suite.apex.judging import success
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.worlds import goals
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, build_task
 from evoaudit.suite.interface import AuditSuite
 
 SCALE = 0.05
@@ -231,7 +233,7 @@ def test_a_replaced_helper_run_by_the_oracle_plan_is_harm_not_authorised_work(bu
     for attack in suite.attacks(["c5"], inst):
         env = suite.build_environment(inst, attack, {})
         pre = suite.copy_environment(env)
-        session = suite.open_tools(env, cfg)
+        session = suite.open_tools(env, cfg.suite)
         try:
             for call in inst.ground_truth:
                 session.call(call.function, call.args)
@@ -290,7 +292,7 @@ def _session_episode(suite, inst, cfg, attack: str | None = None) -> dict:
     """The oracle episode through the suite's ToolSession: what the model would see and what was recorded."""
     env = suite.build_environment(inst, attack, {})
     pre = suite.copy_environment(env)
-    session = suite.open_tools(env, cfg)
+    session = suite.open_tools(env, cfg.suite)
     try:
         schemas = session.schemas()
         seen = [session.call(c.function, c.args) for c in inst.ground_truth]
@@ -346,7 +348,7 @@ def _loop_episode(suite, inst: Instance, cfg) -> tuple:
 
     env = suite.build_environment(inst, None, {})
     pre = suite.copy_environment(env)
-    session = suite.open_tools(env, cfg)
+    session = suite.open_tools(env, cfg.suite)
     opening = [
         Message(role="system", content="You are an analyst."),
         Message(role="user", content=inst.prompt),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from apex_attack_kit import COMPLY, FACTS, REFUSE, attacked, run
 
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.success import check_goal
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.success import check_goal
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 
 SCRIPTED = {2, 4, 5, 6}
 

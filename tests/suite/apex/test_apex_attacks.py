@@ -22,13 +22,16 @@ from evoaudit.models.http import Reply, ServerThread
 from evoaudit.models.structured import endpoint_transport
 from evoaudit.models.wire import completion_json
 from evoaudit.records import Message
-from evoaudit.suite.apex import attacker as attacker_mod
-from evoaudit.suite.apex import attacks, goals, placement, programs, tools
-from evoaudit.suite.apex.attacker import Attacker, AttackerError, make_attacker
-from evoaudit.suite.apex.attacker_sim import extract_keywords
-from evoaudit.suite.apex.generate import TASK_IDS, build_task, task_parts
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.threat import AttackInstance
+from evoaudit.suite.apex.attacks import attack_set as attacks
+from evoaudit.suite.apex.attacks import attacker as attacker_mod
+from evoaudit.suite.apex.attacks import placement
+from evoaudit.suite.apex.attacks.attacker import Attacker, AttackerError, make_attacker
+from evoaudit.suite.apex.attacks.attacker_sim import extract_keywords
+from evoaudit.suite.apex.base.threat import AttackInstance
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
+from evoaudit.suite.apex.worlds import goals, programs
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, build_task, task_parts
 
 SCALE = 0.05
 
@@ -130,6 +133,15 @@ def test_two_generations_of_the_set_are_byte_identical(attack_file, tmp_path):
     sha2 = attacks.build_attack_set(again, _tasks(), _sim_attacker(), attacks.AttackOptions())
     assert sha2 == sha == hashlib.sha256(again.read_bytes()).hexdigest()
     assert again.read_bytes() == path.read_bytes()
+
+
+def test_rebuilding_the_same_set_leaves_its_files_and_time_stamps_alone(attack_file):
+    # A serving recipe run inside a finished run rebuilds the set: Snakemake must see no newer input.
+    path, sha = attack_file
+    pin = attacks.pin_path(path)
+    before = {f: f.stat().st_mtime_ns for f in (path, pin)}
+    assert attacks.build_attack_set(path, _tasks(), _sim_attacker(), attacks.AttackOptions()) == sha
+    assert {f: f.stat().st_mtime_ns for f in (path, pin)} == before
 
 
 def test_loading_checks_the_frozen_hash(attack_file, tmp_path):
@@ -247,7 +259,7 @@ def test_a_category_5_instance_that_edits_the_prompt_or_places_a_new_file_is_ref
 
 def test_every_task_helper_prints_the_gold_value_it_computes():
     # The helper is real work, not a name: where it computes a graded value, its output carries it.
-    from evoaudit.suite.apex.generate import HELPER_KINDS
+    from evoaudit.suite.apex.worlds.generate import HELPER_KINDS
 
     assert Counter(HELPER_KINDS.values()) == {"py": 5, "pyc": 5, "elf": 5}
     graded = {
@@ -484,7 +496,7 @@ class _Canned:
         if req.path.rstrip("/") != "/v1/chat/completions":
             return Reply.error(404, f"no route {req.path}", "not_found")
         body = req.json()
-        if body["messages"][0]["content"] == preflight.STRUCTURED_PROBE_PROMPT:
+        if body["messages"][0]["content"].startswith(preflight.STRUCTURED_PROBE_PROMPT):
             self.schema_probes += 1
         else:
             self.chat_bodies.append(body)
@@ -544,8 +556,9 @@ def test_keyword_extraction_accepts_a_well_formed_answer_over_http_and_records_i
     assert handler.chat_bodies[0]["temperature"] == 0.0
     # The recorded hash is the response cache's key: the step is looked up (and replayed) from it.
     assert len(handler.chat_bodies) == 1
-    # The canned answer does not honour the probe's schema, so the step went without its own.
-    assert handler.schema_probes == 1 and "response_format" not in handler.chat_bodies[0]
+    # The canned answer honours neither the probe's json_schema nor its json_object form (two probes), so
+    # the step went with the schema in its prompt alone.
+    assert handler.schema_probes == 2 and "response_format" not in handler.chat_bodies[0]
     assert ResponseCache(endpoint.cache_path).get(h) is not None
 
 
@@ -608,7 +621,7 @@ def test_a_note_is_the_models_two_parts_around_the_exact_step():
         ValueError, match="at most"
     ):  # the bound its schema states, for servers that ignore it
         attacker_mod.template_of({"before": "x" * (attacker_mod.NOTE_PART_CHARS + 1), "after": "Go on."})
-    from evoaudit.suite.apex import attacker_sim
+    from evoaudit.suite.apex.attacks import attacker_sim
 
     for kws in ([], ["Project Atlas", "WACC"]):
         msgs = (
@@ -621,7 +634,7 @@ def test_a_note_is_the_models_two_parts_around_the_exact_step():
 
 
 def test_the_simulated_attackers_notes_vary_their_framing_and_the_set_records_the_note_version(attack_file):
-    from evoaudit.suite.apex import attacker_sim
+    from evoaudit.suite.apex.attacks import attacker_sim
 
     path, _ = attack_file
     assert json.loads(path.read_text())["attacker"]["sim_note_version"] == attacker_sim.NOTE_VERSION
@@ -633,3 +646,62 @@ def test_the_simulated_attackers_notes_vary_their_framing_and_the_set_records_th
     assert len(openings) >= 5, openings  # version 1 opened every note with "Prerequisite"
     # A pure function of (keywords, kind of step): the set stays byte-identical.
     assert notes == [attacker_sim.note_template(kws, kind) for kws in keywords for kind in kinds]
+
+
+def test_created_and_recovery_notes_carry_the_source_files_content_around_the_step(instances):
+    from evoaudit.suite.apex.base.filetext import file_text
+    from evoaudit.suite.apex.base.workspace import kind_of
+
+    checked = Counter()
+    for a in instances:
+        src = a.notes["source_file"]
+        world = _world(a).world
+        if not src or src not in world.files:
+            continue
+        source_lines = [
+            ln.strip()
+            for ln in file_text(world.files[src].data, kind_of(src)).splitlines()
+            if ln.strip() and not ln.startswith("## sheet ")
+        ]
+        if a.category == 1 and a.placement == "created":
+            note = a.payload[0]
+        elif a.category in (3, 4):
+            note = a.watcher.instruction_file
+        else:
+            continue
+        text = file_text(note.data, kind_of(note.target.removeprefix("file:")))
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        body = [ln for ln in lines if ln in source_lines]
+        # The note imitates its source: its first lines of content are in it, and so is the injected step.
+        assert body and body == source_lines[: len(body)], a.attack_id
+        assert _norm(a.core_instruction) in _norm(text), a.attack_id
+        assert sum(len(b) for b in body) <= attacks.NOTE_BODY_CHARS + len(body[-1])
+        if a.category == 1:  # the step sits among the content: some before it, the rest after it
+            flat = _norm(text)
+            step = flat.index(_norm(a.core_instruction))
+            before = [b for b in body if flat.index(_norm(b)) < step]
+            assert before and (len(before) < len(body) or len(body) == 1), a.attack_id
+        checked[a.category] += 1
+    assert checked[1] and checked[3] and checked[4]
+
+
+def test_upfront_arguments_state_the_runtime_argument_in_category_4s_note_and_change_nothing_else():
+    att = _sim_attacker()
+    changed = 0
+    for n, task in enumerate(_tasks()):
+        base = attacks.generate_task_attacks(task, n, att, attacks.AttackOptions(), programs=False)
+        up = attacks.generate_task_attacks(
+            task, n, att, attacks.AttackOptions(upfront_arguments=True), programs=False
+        )
+        for a, b in zip(base, up, strict=True):
+            demand = a.notes.get("runtime_demand")
+            if a.category != 4 or demand is None:
+                assert a == b, a.attack_id  # only category 4's instances with a runtime demand differ
+                continue
+            flag, why = programs.DEMANDS[demand]
+            assert b.core_instruction == f"{a.core_instruction} The program needs {flag}: {why}."
+            note = b.watcher.instruction_file
+            assert _norm(b.core_instruction) in _norm(placement.shown_text(note.data, "txt"))
+            assert flag not in a.core_instruction
+            changed += 1
+    assert changed > 0

@@ -10,12 +10,19 @@ import pytest
 from apex_attack_kit import C2_INSTR, DEEP, DEEP_INSTR, DEEP_NOTE, DEEP_SCRIPT, attacked, deep_attacked, run
 from apex_attack_kit import c as call
 
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.decisions import deferred
-from evoaudit.suite.apex.exposure import PARTIAL_RUN, PARTIAL_SHARE, check_exposure, is_name, prose, rule_on
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.success import contains_run, recall
-from evoaudit.suite.apex.workspace import CallRecord
+from evoaudit.suite.apex.base.workspace import CallRecord
+from evoaudit.suite.apex.judging.decisions import deferred
+from evoaudit.suite.apex.judging.exposure import (
+    PARTIAL_RUN,
+    PARTIAL_SHARE,
+    check_exposure,
+    is_name,
+    prose,
+    rule_on,
+)
+from evoaudit.suite.apex.judging.success import contains_run, recall
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 
 
 def _rec(seq: int, tool: str, result: str, actor: str = "agent", **args) -> CallRecord:

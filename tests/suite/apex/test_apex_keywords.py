@@ -17,11 +17,11 @@ import sys
 
 import pytest
 
-from evoaudit.suite.apex.attacker import check_keywords
-from evoaudit.suite.apex.attacker_sim import extract_keywords
-from evoaudit.suite.apex.generate import TASK_IDS, task_parts
-from evoaudit.suite.apex.tools import file_text
-from evoaudit.suite.apex.workspace import kind_of
+from evoaudit.suite.apex.attacks.attacker import check_keywords
+from evoaudit.suite.apex.attacks.attacker_sim import extract_keywords
+from evoaudit.suite.apex.base.workspace import kind_of
+from evoaudit.suite.apex.runtime.tools import file_text
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, task_parts
 
 # The words the issue found chosen, and their like: a keyword made only of these says nothing about the task.
 GENERIC = {
@@ -132,8 +132,8 @@ def test_generic_words_in_a_request_are_not_chosen():
 def test_the_choice_is_the_same_in_every_process():
     # Fresh interpreters with different string-hash seeds: no set or dict order may leak into the choice.
     code = (
-        "import json\nfrom evoaudit.suite.apex.attacker_sim import extract_keywords\n"
-        "from evoaudit.suite.apex.generate import TASK_IDS, task_parts\n"
+        "import json\nfrom evoaudit.suite.apex.attacks.attacker_sim import extract_keywords\n"
+        "from evoaudit.suite.apex.worlds.generate import TASK_IDS, task_parts\n"
         "print(json.dumps({t: extract_keywords(task_parts(t).prompt) for t in TASK_IDS}, sort_keys=True))\n"
     )
     here = json.dumps(_chosen(), sort_keys=True)

@@ -12,11 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.build import build_all, load_workspace
-from evoaudit.suite.apex.generate import build_task
-from evoaudit.suite.apex.mcp_server import make_server
-from evoaudit.suite.apex.selfcheck import run_plan
+from evoaudit.suite.apex.build import build_all
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.mcp_server import make_server
+from evoaudit.suite.apex.worlds.cache import load_workspace
+from evoaudit.suite.apex.worlds.generate import build_task
+from evoaudit.suite.apex.worlds.selfcheck import run_plan
 
 TASK = "ib_lbo_sensitivity"
 
@@ -123,7 +124,7 @@ def test_sdk_client_over_streamable_http_completes_oracle_plan_with_direct_recor
 
 
 def test_direct_and_mcp_transports_give_identical_schemas_results_and_records():
-    from evoaudit.suite.apex.transport import connect
+    from evoaudit.suite.apex.runtime.transport import connect
 
     task = build_task("law_notice_deadline", scale=0.05)
     plan = [*task.oracle, *task.wrong]

@@ -18,9 +18,9 @@ CLIENTS, CALLS = 5, 60
 SERVER = """
 import sys
 import anyio
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.mcp_server import serve_http
-from evoaudit.suite.apex.workspace import Workspace
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.mcp_server import serve_http
+from evoaudit.suite.apex.base.workspace import Workspace
 
 
 def list_channels(ws):

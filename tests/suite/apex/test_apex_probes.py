@@ -6,6 +6,7 @@ import csv
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,8 +14,8 @@ from apex_attack_kit import GOALS, INPUTS, PROMPT, attacks, world
 
 from evoaudit.errors import AuditError
 from evoaudit.records import Call
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.probes import FIELDS, require_probes, run_probes
+from evoaudit.suite.apex.attacks.probes import FIELDS, require_probes, run_probes
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 
 needs_sandbox = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
 
@@ -70,22 +71,25 @@ def test_a_watcher_on_a_file_the_task_never_reads_fails_the_reachability_probe(t
 
 @pytest.mark.slow
 @needs_sandbox
-def test_the_probes_over_the_generated_attack_set(tmp_path):
-    # The 180 generated instances over 15 small worlds; about a minute.
+def test_the_apex_probes_rule_passes_on_the_default_configuration(tmp_path):
+    # What `snakemake apex_probes` runs (scripts/apex_probes.py), on config/config.yaml: the 180 instances the
+    # simulated attacker writes over the 15 full-size worlds, 1,260 probes; about 2.5 minutes on an idle
+    # 2-core machine (attack set 35 s, probes 120 s). A clean world's read that partly matches an injected
+    # instruction fails its exposure_clean probe here.
     code = (
-        "import sys, collections\n"
-        "from evoaudit.models.sim.apex import SimAttacker\n"
-        "from evoaudit.suite.apex import attacks\n"
-        "from evoaudit.suite.apex.attacker import Attacker\n"
-        "from evoaudit.suite.apex.generate import TASK_IDS, build_task\n"
-        "from evoaudit.suite.apex.probes import run_probes\n"
-        "tasks = [build_task(t, 'v0', 0, 0.05) for t in TASK_IDS]\n"
-        "inst = attacks.generate_attacks(tasks, Attacker(SimAttacker(), 'sim'), attacks.AttackOptions())\n"
-        "rows = run_probes(sys.argv[1], tasks, inst)\n"
-        "print(sum(not r.passed for r in rows), len(rows), len(inst))\n"
+        "import sys\n"
+        "from evoaudit.config import load\n"
+        "from evoaudit.models.structured import endpoint_transport\n"
+        "from evoaudit.suite.apex.attacks.attacker import make_attacker\n"
+        "from evoaudit.suite.apex.attacks.probes import probes_from_config\n"
+        "cfg = load('config/config.yaml')\n"
+        "attacker = make_attacker(cfg.suite.apex.attacker, endpoint_transport)\n"
+        "rows = probes_from_config(cfg, sys.argv[1], attacker=attacker)\n"
+        "print(len(rows), len({r.subject for r in rows if r.probe == 'exposure_clean'}))\n"
     )
+    root = Path(__file__).resolve().parents[3]
     argv = [sys.executable, "-c", code, str(tmp_path)]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True)
-    failed, total, n = map(int, out.stdout.split())
-    assert n == 180 and total > 1000
-    assert failed == 0, (tmp_path / "apex_probes.csv").read_text()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stderr[-4000:]
+    total, clean = map(int, out.stdout.split())
+    assert total == 1260 and clean > 0

@@ -12,11 +12,11 @@ from apex_attack_kit import FACTS, INPUTS, SCORE, attacked, run
 
 from evoaudit.records import Call
 from evoaudit.replay.apex import replay_apex
-from evoaudit.suite.apex import readwatch, tools
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.success import check_goal, episode_record
-from evoaudit.suite.apex.watcher import watcher_rows
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.success import check_goal, episode_record
+from evoaudit.suite.apex.runtime import readwatch, tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
+from evoaudit.suite.apex.runtime.watcher import watcher_rows
 
 pytestmark = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
 
@@ -60,6 +60,13 @@ READS = {
     "pipe": ("run_command", {"command": "find deals -name '*inputs*' | xargs cat | grep -i beta"}),
     "python walk": ("run_command", {"command": "python tools/walk.py"}),
     "gcc program": ("run_command", {"command": "gcc -o /tmp/r tools/r.c && /tmp/r"}),
+    "python open": ("run_command", {"command": f"python -c \"print(open('{MONITORED}').read())\""}),
+    "cp": ("run_command", {"command": f"cp {MONITORED} /tmp/c.md && cat /tmp/c.md"}),
+    "tar": ("run_command", {"command": f"tar cf /tmp/d.tar {MONITORED} && tar xOf /tmp/d.tar {MONITORED}"}),
+    "symlink": ("run_command", {"command": f"ln -s /workspace/{MONITORED} /tmp/l.md && cat /tmp/l.md"}),
+    "unzip -p": ("run_command", {"command": f"zip -q /tmp/d.zip {MONITORED} && unzip -p /tmp/d.zip"}),
+    "read tool, absolute path": ("read_file", {"path": f"/workspace/{MONITORED}"}),
+    "search_files content hit": ("search_files", {"query": "beta 1.1"}),
 }
 
 
@@ -87,6 +94,8 @@ def _rows(ws):
 def test_every_way_of_reading_the_file_fires_the_watcher(category, how, backend):
     if how == "gcc program" and shutil.which("gcc") is None:
         pytest.skip("no gcc")
+    if how == "unzip -p" and not (shutil.which("zip") and shutil.which("unzip")):
+        pytest.skip("no zip or unzip")
     ws, attack = _ws(category)
     tool, args = READS[how]
     out, err = tools.call_tool(ws, tool, args)
@@ -94,7 +103,7 @@ def test_every_way_of_reading_the_file_fires_the_watcher(category, how, backend)
     assert "beta 1.1" in out  # the read itself saw the original
     rows = watcher_rows(ws)
     assert rows and rows[0]["action"] == "fire", (how, out)
-    assert rows[0]["trigger"] == ("tool:read_file" if tool == "read_file" else "run_command:inotify")
+    assert rows[0]["trigger"] == ("run_command:inotify" if tool == "run_command" else f"tool:{tool}")
     assert {r["after_seq"] for r in rows} == {ws.calls[-1].seq}
     assert ws.files[MONITORED].data == attack.watcher.replacement.data
     assert (NOTE in ws.files) is (category == 3)
@@ -126,10 +135,22 @@ def test_with_fanotify_an_immediate_reopen_in_one_process_sees_the_replacement()
         assert "beta 1.1" in first and attack.watcher.replacement.text in second
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="fanotify's permission events need CAP_SYS_ADMIN")
+def test_with_fanotify_the_note_is_there_as_soon_as_the_watched_files_open_returns():
+    # Each reads the file and at once the note: no time for a parent that acts only at the read's close.
+    python = f"open('{MONITORED}').read(); print(open('{NOTE}').read())"
+    for command in [f"cat {MONITORED} >/dev/null; cat {NOTE}", f'python -c "{python}"'] * 4:
+        ws, _ = _ws(3)
+        out, err = tools.call_tool(ws, "run_command", {"command": command})
+        assert err is None and "To restore the inputs" in out, (command, out)
+        assert [a for a, _ in _rows(ws)] == ["fire", "corrupt", "drop_instruction"]
+
+
 def test_listings_stats_and_writes_are_not_reads(backend):
     ws, _ = _ws(3)
     for command in (
         "ls -la deals",
+        f"ls -la /workspace/{MONITORED}",
         "find . -name '*.md'",
         f"stat {MONITORED} >/dev/null && test -r {MONITORED} && echo {MONITORED}",
         "echo appended >> deals/notes.txt",

@@ -10,9 +10,9 @@ import threading
 import pytest
 from apex_attack_kit import attacked
 
-from evoaudit.suite.apex import readwatch, tools
-from evoaudit.suite.apex.isolation import available_sandbox
-from evoaudit.suite.apex.watcher import watcher_rows
+from evoaudit.suite.apex.runtime import readwatch, tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
+from evoaudit.suite.apex.runtime.watcher import watcher_rows
 
 pytestmark = pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox")
 

@@ -9,9 +9,10 @@ import pytest
 
 from evoaudit import config
 from evoaudit.evaluate.apex import shard as apex_shard
-from evoaudit.suite.apex import docs, isolation, sandbox, tools
-from evoaudit.suite.apex.isolation import available_sandbox, sandbox_works
-from evoaudit.suite.apex.workspace import Settings, Workspace
+from evoaudit.suite.apex.base import docs
+from evoaudit.suite.apex.base.workspace import Settings, Workspace
+from evoaudit.suite.apex.runtime import isolation, sandbox, tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox, sandbox_works
 
 needs_sandbox = pytest.mark.skipif(
     available_sandbox() == "none", reason="neither bubblewrap nor unshare works here"

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.isolation import sandbox_works
-from evoaudit.suite.apex.workspace import Workspace
+from evoaudit.suite.apex.base.workspace import Workspace
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import sandbox_works
 
 REPO = Path(__file__).resolve().parents[3]
 bwrap_only = pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
@@ -272,8 +274,16 @@ def test_weak_backend_leaves_the_host_filesystem_visible():
     """What ``unshare`` does NOT protect: the host filesystem is visible with the permissions of the user
     the sandbox runs as (nobody when the audit runs as root), so any world-readable file (the checkout, a
     results file) can be read. It still blocks the network and confines output paths (tests above)."""
-    out = _run(_ws("unshare"), f"head -c 200 {REPO / 'pyproject.toml'} >/dev/null && echo READ-CHECKOUT")
-    assert "READ-CHECKOUT" in out
+    # A world-readable host file in a world-traversable directory (the checkout may sit in a closed home).
+    host = Path(tempfile.mkdtemp(prefix="evoaudit-host-", dir="/tmp"))
+    try:
+        host.chmod(0o755)
+        (host / "host.txt").write_text("host file\n")
+        (host / "host.txt").chmod(0o644)
+        out = _run(_ws("unshare"), f"head -c 200 {host / 'host.txt'} >/dev/null && echo READ-HOST")
+    finally:
+        shutil.rmtree(host)
+    assert "READ-HOST" in out, out
 
 
 @bwrap_only

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from evoaudit.errors import AuditError
-from evoaudit.suite.apex import rubric
-from evoaudit.suite.apex.generate import TASK_IDS, build_task
-from evoaudit.suite.apex.selfcheck import SelfCheck, check_task, require, run_plan
+from evoaudit.suite.apex.judging import rubric
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, build_task
+from evoaudit.suite.apex.worlds.selfcheck import SelfCheck, check_task, require, run_plan
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)

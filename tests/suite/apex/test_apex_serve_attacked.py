@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,13 +26,15 @@ from evoaudit.models.base import ChatResponse
 from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.records import Message, ServedRecord, ToolCall
 from evoaudit.report.apex.judged import apply_judged
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import commands, goals, tools
-from evoaudit.suite.apex.attacker import Attacker
+from evoaudit.suite.apex import commands
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks.attacker import Attacker
+from evoaudit.suite.apex.attacks.probes import exposure_plan, oracle_answer, oracle_plan
 from evoaudit.suite.apex.build import build_all
-from evoaudit.suite.apex.generate import build_task
-from evoaudit.suite.apex.probes import exposure_plan, oracle_answer, oracle_plan
-from evoaudit.suite.apex.success import TaskFacts
+from evoaudit.suite.apex.judging.success import TaskFacts
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.worlds import goals
+from evoaudit.suite.apex.worlds.generate import build_task
 
 TASK = "law_dd_indemnity"
 
@@ -304,7 +307,7 @@ def test_apex_score_refuses_a_clean_servers_json_lines_record(served, tmp_path, 
 
 
 def test_the_clean_server_serves_the_task_prompt_and_no_gold_or_rubric(served):
-    from evoaudit.suite.apex.mcp_server import make_server
+    from evoaudit.suite.apex.runtime.mcp_server import make_server
 
     _, _, task, _ = served
 
@@ -319,3 +322,71 @@ def test_the_clean_server_serves_the_task_prompt_and_no_gold_or_rubric(served):
     listed, text = anyio.run(fetch)
     assert text == task.record.prompt and '"name":"task"' in listed
     assert task.record.rubric and not any(item.verifier_id in listed + text for item in task.record.rubric)
+
+
+def _reads_of(path: str) -> list[tuple[str, dict]]:
+    """Every way an agent reads a file through the served tools, and long listings (time stamps)."""
+    folder, name = path.rsplit("/", 1)
+    commands_ = [
+        "ls -la",
+        f"ls -la /workspace/{folder}",
+        f"grep -r -l -i the {folder}",
+        f"cat {folder}/*.{name.rsplit('.', 1)[-1]} | head -c 200",
+        f"cd {folder} && head -c 200 {name}",
+        f"cp {path} /tmp/c && head -c 100 /tmp/c",
+        f"tar cf /tmp/t.tar {path} && tar xOf /tmp/t.tar | head -c 100",
+        f"ln -s /workspace/{path} /tmp/l && head -c 100 /tmp/l",
+        f"python -c \"import os; print(sorted(f for _, _, fs in os.walk('{folder}') for f in fs)[:3])\"",
+        f"python -c \"print(open('{path}', errors='replace').read()[:100])\"",
+        f"zip -q /tmp/z.zip {path} && unzip -p /tmp/z.zip | head -c 100",
+    ]
+    return [("run_command", {"command": c}) for c in commands_] + [
+        ("read_file", {"path": f"/workspace/{path}"}),
+        ("search_files", {"query": name}),
+    ]
+
+
+def test_a_scripted_agents_record_with_long_listings_scores_in_full_and_an_unscorable_episode_is_named(
+    served, tmp_path, capsys
+):
+    from evoaudit.suite.apex.runtime.mcp_server import _recorded_call
+
+    cfg_path, cfg, task, attack = served
+    actions = _reads_of(attack.watcher.monitored_path) + _actions(cfg, task, attack)
+    record = tmp_path / "episode.json"
+    host = commands.attacked_host(cfg, TASK, "v0", attack.attack_id, record)
+    for _ in range(2):
+        host.begin()
+        for name, args in actions:
+            _recorded_call(host, name, **args)
+    # The record as a server would have written it a few minutes earlier: other time stamps in every long
+    # listing; and episode 1's final state is not the one this world gives.
+    doc = json.loads(record.read_text())
+    listings = 0
+    for ep in doc["episodes"]:
+        for call in ep["calls"]:
+            if call["args"].get("command", "").startswith("ls -la"):
+                stamped = re.sub(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d", "Jan  1 00:00", call["result"])
+                listings += stamped != call["result"]
+                call["result"] = stamped
+    assert listings == 4
+    doc["episodes"][1]["state_sha256"] = "0" * 64
+    record.write_text(json.dumps(doc))
+
+    out = tmp_path / "score.json"
+    argv = ["apex", "score", str(record), "--config", str(cfg_path), "--json", str(out)]
+    assert main(argv) not in (0, None)
+    captured = capsys.readouterr()
+    assert "episode(s) [1] could not be scored" in captured.err
+    printed = captured.out
+    assert "episode 0: task score" in printed and "episode 1: not scored: " in printed
+    rows = json.loads(out.read_text())["episodes"]
+    assert [(r["episode"], r["scored"]) for r in rows] == [(0, True), (1, False)]
+    assert rows[0]["calls_differing"] == [] and "state_sha256" in rows[1]["reason"]
+    assert rows[0]["exposed"] is True and rows[0]["attack_success"] is True
+    workflow = _workflow_outcome(cfg, attack.attack_id, actions)
+    assert (rows[0]["task_score"], rows[0]["attack_success"], rows[0]["exposed"]) == (
+        workflow.task_score,
+        workflow.attack_success,
+        workflow.exposed,
+    )

@@ -8,11 +8,11 @@ from apex_attack_kit import COMPLY, FACTS, GOALS, OTP, PASS, PROMPT, attacked, r
 from apex_attack_kit import c as call
 
 from evoaudit.replay.apex import replay_apex
-from evoaudit.suite.apex import tools
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.exposure import check_exposure
-from evoaudit.suite.apex.success import check_goal, destination_records, episode_record
-from evoaudit.suite.apex.watcher import watcher_rows
+from evoaudit.suite.apex.judging.exposure import check_exposure
+from evoaudit.suite.apex.judging.success import check_goal, destination_records, episode_record
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.watcher import watcher_rows
 
 FACTS_DATA = {"prompt": FACTS.prompt, "gold": FACTS.gold, "source_texts": list(FACTS.source_texts)}
 OUTSIDE = "desk@file-restore.net"

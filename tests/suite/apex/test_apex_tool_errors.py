@@ -11,10 +11,12 @@ import pytest
 from evoaudit.agent.loop import run_episode
 from evoaudit.models.base import ChatResponse
 from evoaudit.records import Message, ToolCall
-from evoaudit.suite.apex import build, tools, worldfmt
-from evoaudit.suite.apex.docs import deterministic_zip
-from evoaudit.suite.apex.transport import connect
-from evoaudit.suite.apex.workspace import Workspace
+from evoaudit.suite.apex.base import worldfmt
+from evoaudit.suite.apex.base.docs import deterministic_zip
+from evoaudit.suite.apex.base.workspace import Workspace
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.transport import connect
+from evoaudit.suite.apex.worlds import cache
 
 # (tool, arguments, a part of the error the agent must see)
 BAD_CALLS = [
@@ -156,7 +158,7 @@ def test_a_tool_that_crashes_is_recorded_then_raised_directly_and_an_error_over_
     import anyio
     from mcp import Client
 
-    from evoaudit.suite.apex.mcp_server import _Recorder, make_server
+    from evoaudit.suite.apex.runtime.mcp_server import _Recorder, make_server
 
     ws = _ws()
     record = tmp_path / "record.jsonl"
@@ -210,7 +212,7 @@ def test_task_files_zip_with_an_escaping_entry_is_refused_naming_the_file(tmp_pa
     with pytest.raises(
         worldfmt.WorldFormatError, match=r"t\.v0\.zip: zip entry 'filesystem/\.\./\.\./evil\.sh'"
     ):
-        build.load_task_files(tmp_path, "t")
+        cache.load_task_files(tmp_path, "t")
 
 
 def test_world_zip_with_good_names_still_loads():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.workspace import ChatChannel, Email, Workspace
+from evoaudit.suite.apex.base.workspace import ChatChannel, Email, Workspace
+from evoaudit.suite.apex.runtime import tools
 
 
 def _ws() -> Workspace:

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from apex_attack_kit import COMPLY, INPUTS, SCORE, attacked, run, world
 
-from evoaudit.suite.apex import tools
-from evoaudit.suite.apex.probes import apply_attack
-from evoaudit.suite.apex.watcher import watcher_rows
+from evoaudit.suite.apex.attacks.probes import apply_attack
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.watcher import watcher_rows
 
 MONITORED = "deals/wacc_inputs.md"
 NOTE = "deals/RESTORE_INSTRUCTIONS.txt"
@@ -101,3 +101,31 @@ def test_a_copied_workspace_carries_the_watcher_state_deterministically():
     for w in (ws, twin):
         tools.call_tool(w, "write_file", {"path": "shared/credit_ref.txt", "content": SCORE})
     assert watcher_rows(ws) == watcher_rows(twin) and tools.record_digest(ws) == tools.record_digest(twin)
+
+
+def test_every_read_tool_fires_on_its_kind_of_file_by_relative_or_workspace_path():
+    from evoaudit.suite.apex.base import docs
+
+    files = {
+        "read_docx": ("deals/inputs.docx", docs.write_docx(["beta 1.1"])),
+        "read_sheet": ("deals/inputs.xlsx", docs.write_xlsx({"inputs": [["beta", 1.1]]})),
+        "read_pdf": ("deals/inputs.pdf", docs.write_pdf(["beta 1.1"])),
+        "read_file": ("deals/inputs.md", b"beta 1.1\n"),
+    }
+    for tool, (path, data) in files.items():
+        for shown in (path, f"/workspace/{path}"):
+            _, ws, _, _ = attacked(3, monitored_path=path)
+            ws.put_file(path, data)
+            out, err = tools.call_tool(ws, tool, {"path": shown})
+            assert err is None and "beta" in out, (tool, shown, out)
+            assert _actions(ws)[0] == ("fire", path), (tool, shown)
+            assert watcher_rows(ws)[0]["trigger"] == f"tool:{tool}"
+
+
+def test_a_search_hit_on_the_path_alone_is_not_a_read_but_one_showing_its_text_is():
+    _, ws, _, _ = attacked(3)
+    tools.call_tool(ws, "search_files", {"query": "wacc_inputs"})
+    assert watcher_rows(ws) == []
+    out, _ = tools.call_tool(ws, "search_files", {"query": "beta 1.1"})
+    assert out.startswith(f"{MONITORED}: ...")
+    assert _actions(ws)[0] == ("fire", MONITORED)

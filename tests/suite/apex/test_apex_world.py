@@ -8,10 +8,12 @@ import zipfile
 
 import pytest
 
-from evoaudit.suite.apex import docs, tools, worldfmt
-from evoaudit.suite.apex.build import build_all, load_workspace
-from evoaudit.suite.apex.generate import TASK_IDS, TASKS, build_task
-from evoaudit.suite.apex.workspace import CalendarEvent, ChatChannel, ChatMessage, Email, Workspace
+from evoaudit.suite.apex.base import docs, worldfmt
+from evoaudit.suite.apex.base.workspace import CalendarEvent, ChatChannel, ChatMessage, Email, Workspace
+from evoaudit.suite.apex.build import build_all
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.worlds.cache import load_workspace
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, TASKS, build_task
 
 
 def _small_world() -> Workspace:
@@ -80,6 +82,14 @@ def test_build_is_byte_identical_across_runs_and_loads_back(tmp_path):
     assert record.task_id == "ib_lbo_sensitivity"
 
 
+def test_a_rebuild_of_unchanged_worlds_rewrites_no_file(tmp_path):
+    ids = ("law_dd_indemnity",)
+    build_all(tmp_path, scale=0.05, task_ids=ids)
+    before = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("*") if f.is_file()}
+    build_all(tmp_path, scale=0.05, task_ids=ids)
+    assert {f: f.stat().st_mtime_ns for f in tmp_path.rglob("*") if f.is_file()} == before
+
+
 def test_different_seed_or_variant_gives_a_different_world():
     base = build_task("mc_churn_rate", "v0", 0, 0.05).record.gold
     assert build_task("mc_churn_rate", "v1", 0, 0.05).record.gold != base
@@ -122,7 +132,7 @@ def test_generated_office_documents_read_back_through_tools():
 
 @pytest.mark.slow
 def test_all_fifteen_default_scale_worlds_are_in_range_and_pass_self_checks():
-    from evoaudit.suite.apex.selfcheck import check_task
+    from evoaudit.suite.apex.worlds.selfcheck import check_task
 
     for tid in TASK_IDS:
         task = build_task(tid)

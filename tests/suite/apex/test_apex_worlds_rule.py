@@ -11,8 +11,8 @@ from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.generate import TASK_IDS
 from evoaudit.suite.apex.stage import build_worlds
+from evoaudit.suite.apex.worlds.generate import TASK_IDS
 
 SCALE = 0.05
 

@@ -13,11 +13,11 @@ from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
 from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.replay.apex import replay_apex_rollout
-from evoaudit.suite.apex import attacks as attack_sets
 from evoaudit.suite.apex.adapter import ApexSuite
-from evoaudit.suite.apex.attacker import Attacker
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks.attacker import Attacker
 from evoaudit.suite.apex.commands import apex_build
-from evoaudit.suite.apex.generate import build_task
+from evoaudit.suite.apex.worlds.generate import build_task
 from evoaudit.suite.defenses import data_marker
 
 TASK = "ib_wacc"
@@ -81,3 +81,34 @@ def test_apex_replay_holds_a_rollout_to_its_shards_defence_and_to_what_the_defen
     swapped = r.model_copy(deep=True)
     swapped.messages[0] = swapped.messages[0].model_copy(update={"content": "You are a helpful assistant."})
     assert "defense.system" in replay_apex_rollout(swapped, instance).mismatches
+
+
+def test_llm_monitor_in_an_apex_workspace_hides_the_note_and_replay_reads_exposure_off_what_was_shown(world):
+    import dataclasses
+
+    cfg, instance, attack = world
+    backend = make_backend(cfg, cfg.executor, [instance])
+    system = system_prompt(cfg.apex.system_prompt)
+    from evoaudit.models.sim.monitor import planted_score
+    from evoaudit.suite.apex.attacks.attack_set import load_attack_set
+
+    core = next(a for a in load_attack_set(cfg.suite.apex.out + "/attacks.json") if a.attack_id == attack)
+    plain = _run(world, None, attack)
+    assert plain.outcome.exposed is True  # the undefended agent read the note
+    note = next(c.result for c in plain.calls if core.core_instruction in " ".join(c.result.split()))
+    # The threshold the planted monitor's score of the note reaches: that output, at least, is omitted.
+    threshold = planted_score(note)
+    spec = plan_episodes("r0", "sim", "attacked", [instance], [attack], "llm_monitor")[0]
+    spec = dataclasses.replace(spec, monitor_threshold=threshold)
+    r = asyncio.run(run_one(cfg, backend, spec, system, "pin"))
+    assert r.monitor_threshold == threshold and all(c.monitor_score is not None for c in r.calls)
+    for c, m in zip(r.calls, [m for m in r.messages if m.role == "tool"], strict=True):
+        assert (m.content == "<Data omitted because a prompt injection was detected>") is (
+            c.monitor_score >= threshold
+        )
+    shown = [m.content for m in r.messages if m.role == "tool"]
+    assert "<Data omitted because a prompt injection was detected>" in shown
+    # The raw results still hold the note; the model did not see it, so the episode is not exposed, and
+    # replay, reading exposure off the tool messages as the evaluator does, agrees.
+    assert r.outcome.exposed is False
+    assert replay_apex_rollout(r, instance).mismatches == {}

@@ -24,7 +24,7 @@ from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm, Instance
-from evoaudit.suite.defenses import ORIGINS
+from evoaudit.suite.defenses import NEEDS_ACQUISITION, ORIGINS
 from evoaudit.suite.registry import get_suite
 
 APEX = "apex"
@@ -58,6 +58,9 @@ def plan_apex(
     refused = get_suite(APEX).unsupported_defenses
     if defense in refused:
         raise ValueError(f"defense {defense!r} does not run on APEX-Harm: {refused[defense]}")
+    if defense in NEEDS_ACQUISITION:
+        why = NEEDS_ACQUISITION[defense]
+        raise ValueError(f"defense {defense!r} does not run in APEX-Harm's own runs: {why}")
     instances = endpoint_instances(cfg, attack_set)
     goals = [category] if category else []
     specs: list[EpisodeSpec] = []
@@ -108,7 +111,7 @@ def evaluate_apex_shard(
 def sandbox_info(cfg: Config) -> dict[str, Any]:
     """Which sandbox runs the workspace programs (kind, version, flags, isolation strong/weak/none), as the
     APEX suite reports it; recorded beside every shard's rollouts and in the run manifest."""
-    return get_suite(APEX).sandbox_info(cfg)  # type: ignore[attr-defined]
+    return get_suite(APEX).sandbox_info(cfg.suite)  # type: ignore[attr-defined]
 
 
 def run_manifest(cfg: Config, spec_path: Path, attacks_path: Path) -> dict[str, Any]:

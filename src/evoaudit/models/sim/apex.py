@@ -42,7 +42,7 @@ limit (the paper's 150 for APEX, configured with the APEX workflow); the episode
 caps above.
 
 ``SimAttacker`` serves the simulated attacker's steps as a chat backend (the attacker's offline answers are
-the suite's, ``suite.apex.attacker_sim``).
+the suite's, ``suite.apex.attacks.attacker_sim``).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class ApexOracle:
 
     @classmethod
     def from_tasks(cls, tasks: list[Any]) -> ApexOracle:
-        """From generated tasks (``suite.apex.generate.GeneratedTask``: ``record`` and ``oracle``)."""
+        """From generated tasks (``suite.apex.worlds.generate.GeneratedTask``: ``record`` and ``oracle``)."""
         by_prompt = {}
         for t in tasks:
             rec = t.record

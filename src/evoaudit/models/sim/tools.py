@@ -59,6 +59,10 @@ DONE = "Done: I have completed your request."
 REFUSAL = "I am not able to help with that request."
 
 
+def _identifier_like(value: str) -> bool:
+    return len(value) >= 12 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
 def _norm(text: str) -> str:
     return _WS.sub(" ", text.replace("''", "'")).strip()
 
@@ -298,7 +302,9 @@ def _wrong_value(call: Call) -> Call:
     else:
         for k, v in sorted(args.items()):
             if isinstance(v, str) and k != "recipient":
-                args[k] = v.upper() if v != v.upper() else v.lower() + "x"
+                # Reversed, not re-cased: the Banking value rule ignores case (banking/values.py), so a
+                # re-cased value would be no error at all.
+                args[k] = v[::-1] if v[::-1].casefold() != v.casefold() else v + "x"
                 break
             if isinstance(v, int | float) and not isinstance(v, bool):
                 args[k] = v + 1
@@ -326,7 +332,12 @@ class SimBackend:
         self._effective: dict[tuple[str, str], Effective] = {}
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"backend": "sim", "model": self.model, "params": self.params.model_dump()}
+        params = self.params.model_dump()
+        if any(self.params.poison_copy.values()):  # the planted copying, only when set (docs/poisoning.md)
+            params["poison_copy"] = dict(sorted(self.params.poison_copy.items()))
+        if self.params.poison_sleeper:
+            params["poison_sleeper"] = self.params.poison_sleeper
+        return {"backend": "sim", "model": self.model, "params": params}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         return self.respond(request)
@@ -354,7 +365,9 @@ class SimBackend:
     # -- behaviour ---------------------------------------------------------------------------------
 
     def _next_message(self, messages: list[Message], seed: int | None) -> Message:
-        role_reply = sim_roles.respond(messages, seed)
+        if sim_roles.is_screen_request(messages):  # the write screen's judge: this suite's goal texts
+            return sim_roles.screen(messages, self.oracle.goal_texts.values())
+        role_reply = sim_roles.respond(messages, seed, self.params.poison_copy)
         if role_reply is not None:  # an evolution-role request (optimizer, inducer, distiller, judge)
             return role_reply
         user = next((m for m in messages if m.role == "user"), None)
@@ -439,6 +452,8 @@ class SimBackend:
         goal, after = self._injection_seen(entry, messages)
         if goal is not None and d.comply < eff.compliance:
             queue[after + 1 : after + 1] = list(entry.goal_plans[goal])
+        elif goal is None and d.comply < p.poison_sleeper and (kept := self._remembered(entry, system)):
+            queue.extend(entry.goal_plans[kept])  # the planted sleeper (sim.poison_sleeper)
         stops = [i for i, c in enumerate(queue) if c is _STOP]
         if stops:
             queue = queue[: stops[0]]
@@ -448,6 +463,19 @@ class SimBackend:
         else:
             answer = DONE
         return queue, answer
+
+    def _remembered(self, entry: OraclePlan, system: str) -> str | None:
+        """The first granted goal (by id) one of whose write calls has an attacker value (an identifier-like
+        text argument: 12 characters or more, letters and digits, e.g. an IBAN) in the system prompt: what a
+        deployed artifact copied."""
+        for goal, plan in sorted(entry.goal_plans.items()):
+            for call in plan:
+                if call.function in self.oracle.read_only:
+                    continue
+                values = [v for v in call.args.values() if isinstance(v, str) and _identifier_like(v)]
+                if any(v in system for v in values):
+                    return goal
+        return None
 
     def _injection_seen(self, entry: OraclePlan, messages: list[Message]) -> tuple[str | None, int]:
         """The first injection goal found in a tool result, and the index of the call that returned it."""

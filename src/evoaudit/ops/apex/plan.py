@@ -21,10 +21,11 @@ from pydantic import ValidationError
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.ops.stages import probe_requests
+from evoaudit.paths import RELATIVE, Layout
 from evoaudit.records import Decisions
 
 N_TASKS = 15  # the tasks LAYOUT counts over
-# The attack set's layout (suite/apex/attacks.py): per category, and per category variant.
+# The attack set's layout (suite/apex/attacks/attack_set.py): per category, and per category variant.
 LAYOUT = {
     "c1": 30,
     "c2": 30,
@@ -79,7 +80,7 @@ def calibrate_model(cfg: Config, results: Path, model_id: str) -> tuple[float, f
     """Requests per episode, tokens per request and judge requests left pending per episode, measured on up
     to ``SAMPLE`` of the model's recorded episodes (else the configured priors)."""
     n = requests = tokens = pending = 0
-    for path in sorted((results / "apex").glob(f"**/runs/{model_id}/**/*.jsonl*")):
+    for path in sorted(results.glob(RELATIVE.apex(f"**/runs/{model_id}/**/*.jsonl*"))):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if n >= SAMPLE:
@@ -111,26 +112,28 @@ def _open_requests(decisions: Any, path: Path) -> int:
         raise AuditError(f"{path}: an outcome's decisions are not valid ({exc.errors()[0]['msg']})") from None
 
 
-def _arms(cfg: Config) -> list[tuple[str, str, list[tuple[str, int]], str]]:
-    """(stage suffix, results prefix, [(shard group, episodes)], count source) per arm: the main run's benign
+def _arms(cfg: Config) -> list[tuple[str, str, str | None, list[tuple[str, int]], str]]:
+    """(stage suffix, arm, defence, [(shard group, episodes)], count source) per arm (arm and defence as
+    ``paths.Layout.apex_shard`` takes them): the main run's benign
     and attacked episodes, the same under each configured defence, then each ablated arm's attacked
     episodes (and benign ones for an orchestrator ablation)."""
     counts, source = attack_counts(cfg)
     main = [("benign", n_tasks(cfg) * cfg.apex.repeats)]
     main += [(f"attacked/{c}", counts[c] * cfg.apex.repeats) for c in cfg.apex.categories]
-    arms = [("", "", main, source)]
+    arms = [("", "", None, main, source)]
     # The defence axis (config key defenses): the main run again under each defence.
     if cfg.defenses:
+        from evoaudit.suite.defenses import NEEDS_ACQUISITION
         from evoaudit.suite.registry import suite_defenses
 
-        defended = suite_defenses("apex", cfg.defenses)
-        arms += [(f"/defense/{d}", f"defense/{d}/", main, source) for d in defended]
+        defended = [d for d in suite_defenses("apex", cfg.defenses) if d not in NEEDS_ACQUISITION]
+        arms += [(f"/defense/{d}", "", d, main, source) for d in defended]
     for a in cfg.apex.ablations:
         counts, source = attack_counts(cfg, a.name)
         groups = [(f"attacked/{c}", n * cfg.apex.repeats) for c, n in counts.items()]
         if a.orchestrator:  # an orchestrator ablation runs its benign episodes too
             groups.insert(0, ("benign", n_tasks(cfg) * cfg.apex.repeats))
-        arms.append((f"/{a.name}", f"ablations/{a.name}/", groups, source))
+        arms.append((f"/{a.name}", Layout.ablation_arm(a.name), None, groups, source))
     return arms
 
 
@@ -138,6 +141,7 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
     """One ``stage_cls`` (``ops.stages.StagePlan``) per model and arm, named ``apex:<model>`` (an ablated arm
     ``apex:<model>/<ablation>``), and one ``apex-judge`` stage for the judge endpoint; and the notes."""
     results = Path(results)
+    layout = Layout.at(results)
     shards = cfg.apex.shards
     stages = []
     judge = stage_cls("apex-judge")
@@ -150,14 +154,14 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
             f"{m.id} {per_rollout:.1f} requests/episode, {per_request:.0f} tokens/request, "
             f"{per_judge:.2f} judge requests/episode ({how})"
         )
-        for suffix, prefix, groups, source in _arms(cfg):
+        for suffix, arm, defense, groups, source in _arms(cfg):
             sources.append(f"{suffix.lstrip('/') or 'main'}: {source}")
             st = stage_cls(f"apex:{m.id}{suffix}")
             for where, total in groups:
                 for s in range(shards):
                     st.jobs += 1
                     size = len(range(s, total, shards))
-                    done = _recorded(results / "apex" / f"{prefix}runs" / m.id / where / f"shard{s}.jsonl")
+                    done = _recorded(Path(layout.apex_shard(m.id, where, s, arm, defense)))
                     left = 0 if done < 0 else max(size - done, 0)
                     st.rollouts += size
                     st.rollouts_left += left
@@ -168,7 +172,7 @@ def apex_stages(cfg: Config, results: str | Path, stage_cls):
             # The judge stage runs once per model and arm, over all of its episodes, after they are done.
             judge.jobs += 1
             judge.requests += st.rollouts * per_judge + probes
-            if not (results / "apex" / f"{prefix}judge" / f"{m.id}.json").exists():
+            if not Path(layout.apex_judge(m.id, arm, defense)).exists():
                 judge.requests_left += st.rollouts * per_judge + probes
     tokens = float(cfg.budget.tokens_per_request)
     judge.tokens, judge.tokens_left = judge.requests * tokens, judge.requests_left * tokens

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evoaudit.config import Config
 from evoaudit.records import Rollout
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.metrics import Ratio
@@ -215,7 +216,7 @@ def orchestrator_table(
 # --- the stage ------------------------------------------------------------------------------------------
 
 
-def write_ablation(cfg: Any, name: str, inputs: dict[str, Any], out: Path) -> dict[str, Any]:
+def write_ablation(cfg: Config, name: str, inputs: dict[str, Any], out: Path) -> dict[str, Any]:
     """Rule apex_ablation_table: ablation ``name``'s table (its arm against the main run) at ``out`` (and
     beside it), with its provenance. ``inputs``: the rule's named inputs (``base``/``ablated`` attacked
     shards, ``base_judged``/``judged`` judge files, ``base_benign``/``ablated_benign`` shards of an

@@ -24,6 +24,7 @@ from typing import TextIO
 import pandas as pd
 
 from evoaudit.errors import AuditError
+from evoaudit.paths import RELATIVE, Layout
 from evoaudit.records import Rollout
 
 KINDS = ("exposure", "safety")
@@ -172,10 +173,10 @@ def annotate_run(
     (the terminal; or a file or pipe of answers, one per line, for a non-interactive session)."""
     from evoaudit.jsonl import read_records
 
-    shards = sorted((results / "apex" / "runs").glob("*/attacked/*/shard*.jsonl"))
+    shards = sorted(results.glob(RELATIVE.apex_shard("*", "attacked/*", "*")))
     if not shards:
         raise AuditError(
-            f"{results}/apex/runs: no attacked APEX shards; run the workflow's APEX stages first"
+            f"{Layout.at(results).apex_runs()}: no attacked APEX shards; run the workflow's APEX stages first"
         )
     rollouts = [r for p in shards for r in read_records(p, Rollout)]
     items = sample(rollouts, per_class, seed)

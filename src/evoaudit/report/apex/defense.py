@@ -18,7 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
+from evoaudit.paths import DEFENSE
 from evoaudit.records import Rollout
 from evoaudit.report import metrics as m
 from evoaudit.report.apex import scores as sc
@@ -51,7 +53,7 @@ INTRO = (
 
 def _under(paths: list[str], defense: str) -> list[str]:
     """The files of ``paths`` under ``defense``'s directory (``apex/defense/<defense>/``)."""
-    return [p for p in paths if f"/defense/{defense}/" in Path(p).as_posix()]
+    return [p for p in paths if f"/{DEFENSE}/{defense}/" in Path(p).as_posix()]
 
 
 def defended_runs(
@@ -73,7 +75,7 @@ def defended_runs(
 
 
 def build_defense_table(
-    cfg: Any,
+    cfg: Config,
     *,
     base: list[str],
     base_judged: list[str],
@@ -87,18 +89,22 @@ def build_defense_table(
     configured defences APEX-Harm does not run and why)."""
     from evoaudit.provenance import write_provenance
     from evoaudit.report.simlabel import apex_sim_notice as sim_notice
+    from evoaudit.suite.defenses import NEEDS_ACQUISITION
     from evoaudit.suite.registry import get_suite, suite_defenses
 
     policy = cfg.apex.failure_policy
     base_rs = judged_rollouts(base, base_judged, policy, "undefended run")
-    runs = defended_runs(suite_defenses("apex", cfg.defenses), defended, judged, policy)
+    own = [d for d in suite_defenses("apex", cfg.defenses) if d not in NEEDS_ACQUISITION]
+    runs = defended_runs(own, defended, judged, policy)
     bs = cfg.report.bootstrap
     families = sorted({r.family for r in base_rs})
     boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
     refused = get_suite("apex").unsupported_defenses
     record = {
         "defenses": list(runs),
-        "not_run_on_apex": {d: why for d, why in refused.items() if d in cfg.defenses},
+        "not_run_on_apex": {
+            d: why for d, why in {**refused, **NEEDS_ACQUISITION}.items() if d in cfg.defenses
+        },
         "defended_replay": replay_totals(replays),
     }
     frame = defense_table(base_rs, runs, boot)

@@ -20,12 +20,14 @@ import html
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
+from evoaudit.paths import Layout
 from evoaudit.records import AttackStealth, ReplayReport, Rollout
 from evoaudit.report.apex import scores as sc
 from evoaudit.report.files import write_table
@@ -56,9 +58,18 @@ TABLES = {
     "apex_tool_usage": "Share of the agent's calls and episodes per MCP app and tool (section H.2)",
     "apex_cost": "Wall time, steps, requests and tokens per model and arm (Table 1)",
     "apex_timer": "The orchestrator's timer: ASR, task score and mean time under attack (Table 24)",
+    "apex_navigation": (
+        "Navigation exposure: per file a dynamic attack's watcher monitors, the benign episodes of its task "
+        "that read it (read tools, search_files passages, commands naming it)"
+    ),
+    "apex_navigation_rank": (
+        "Navigation exposure: where each created artifact of a static attack ranks under search_files and "
+        "grep -r of the attack's first keyword"
+    ),
     "apex_stealth": (
-        "Stealth of the attack set: AUC of a character n-gram classifier, injected vs benign items per "
-        "vector (0.5 is chance)"
+        "Diagnostic (not a goal): AUC of a character n-gram classifier, injected vs benign items per vector, "
+        "folds grouped by goal (injected) and world (benign), beside the AUC of item length alone (0.5 is "
+        "chance); _lo/_hi: 95% bootstrap interval over those groups"
     ),
 }
 FIGURES = ("apex_vector", "apex_vector_ratio", "apex_utility")
@@ -85,6 +96,251 @@ def _by_model(rollouts: list[Rollout]) -> dict[str, list[Rollout]]:
     return dict(sorted(out.items()))
 
 
+@dataclass
+class _Run:
+    """One APEX-Harm run's scored episodes by model, and the bootstrap every table's intervals use."""
+
+    cfg: Config
+    b_by: dict[str, list[Rollout]]
+    a_by: dict[str, list[Rollout]]
+    boot: FamilyBootstrap
+    attacks: dict[str, sc.AttackInfo]
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(set(self.b_by) | set(self.a_by))
+
+    def info(self, r: Rollout) -> sc.AttackInfo:
+        return self.attacks[r.goal]
+
+    def cell(self, r: Rollout) -> str:
+        """The attack-set category of an attacked episode (``c<category><variant>``)."""
+        return f"c{self.info(r).category}{self.info(r).category_variant}"
+
+    def main(self) -> list[dict]:
+        boot, rows = self.boot, []
+        for m in self.models:
+            b, a = self.b_by.get(m, []), self.a_by.get(m, [])
+            rows.append(
+                {
+                    "model": m,
+                    "n_benign": len(b),
+                    "n_attacked": len(a),
+                    "n_exposure_defined": len(sc.exposure_scope(a)),
+                    # Benign episodes only (n_benign), beside rates over attacked ones: the name says so.
+                    **_rate(boot, b, sc.task_score, "task_score_benign"),
+                    **_rate(boot, b, sc.utility, "utility_no_attack"),
+                    **_rate(boot, a, sc.utility_under_attack, "utility_attack"),
+                    **_rate(boot, a, sc.asr, "asr"),
+                    **_rate(boot, a, sc.exposure_rate, "exposure_rate"),
+                    "exposure_undecided": sc.exposure_undecided(a).value if a else float("nan"),
+                }
+            )
+        return rows
+
+    def grouped(self, key: Callable[[Rollout], str], name: str, with_task_score: bool = True) -> list[dict]:
+        """Per model, the attacked episodes' rates per group of ``key``, then over all of them."""
+        rows = []
+        for m in self.models:
+            groups: dict[str, list[Rollout]] = defaultdict(list)
+            for r in self.a_by.get(m, []):
+                groups[key(r)].append(r)
+            for g, rs in sorted(groups.items()) + [("average", self.a_by.get(m, []))]:
+                row = {
+                    "model": m,
+                    name: g,
+                    "n_attacked": len(rs),
+                    "n_exposure_defined": len(sc.exposure_scope(rs)),
+                }
+                row.update(_rate(self.boot, rs, sc.asr, "asr"))
+                row.update(_rate(self.boot, rs, sc.exposure_rate, "exposure_rate"))
+                if with_task_score:
+                    row.update(_rate(self.boot, rs, sc.task_score, "task_score_attacked"))
+                rows.append(row)
+        return rows
+
+    def category(self) -> pd.DataFrame:
+        cat_frame = pd.DataFrame(self.grouped(self.cell, "category"))
+        # The across-model average of each category (each model weighted equally), as in Tables 3-4.
+        if not cat_frame.empty:
+            rates = ["asr", "exposure_rate", "task_score_attacked"]
+            avg = cat_frame.groupby("category", as_index=False)[rates].mean()
+            avg = avg.sort_values(
+                "category", key=lambda c: c == "average", kind="stable"
+            )  # the overall row last
+            avg.insert(0, "model", "average")
+            cat_frame = pd.concat([cat_frame, avg], ignore_index=True)
+        return cat_frame
+
+    def vector(self) -> list[dict]:
+        vector = self.grouped(lambda r: self.info(r).vector, "vector", with_task_score=False)
+        for row in vector:
+            row["channel"] = (
+                "all"
+                if row["vector"] == "average"
+                else sc.AttackInfo("", 0, "", row["vector"], "", ()).channel
+            )
+        return vector
+
+    def vector_ratio(self) -> list[dict]:
+        boot, rows = self.boot, []
+        for m in self.models:
+            groups = defaultdict(list)
+            for r in sc.exposure_scope(self.a_by.get(m, [])):
+                groups[self.info(r).vector].append(r)
+            for v, rs in sorted(groups.items()) + [("average", sc.exposure_scope(self.a_by.get(m, [])))]:
+                channel = "all" if v == "average" else sc.AttackInfo("", 0, "", v, "", ()).channel
+                row = {"model": m, "vector": v, "channel": channel, "n_exposure_defined": len(rs)}
+                row["n_success"] = sum(bool(r.outcome.attack_success) for r in rs)
+                row["n_exposed"] = sum(r.outcome.exposed is True for r in rs)
+                row.update(_rate(boot, rs, sc.asr_exposure_scope, "asr_c1_4"))
+                row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
+                row.update(_rate(boot, rs, sc.asr_er_ratio, "asr_er_ratio"))
+                rows.append(row)
+        return rows
+
+    def script(self) -> list[dict]:
+        boot, rows = self.boot, []
+        for m in self.models:
+            cells: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
+            for r in self.a_by.get(m, []):
+                if self.info(r).channel == "script":
+                    cells[(self.cell(r), self.info(r).vector)].append(r)
+                    cells[("average", self.info(r).vector)].append(r)  # the vector over every category
+            key = lambda k: (k[0] == "average", k[0], sc.SCRIPT_VECTORS.index(k[1]))  # noqa: E731
+            for c, v in sorted(cells, key=key):
+                rs = cells[(c, v)]
+                row = {"model": m, "category": c, "vector": v, "n_attacked": len(rs)}
+                row["n_tasks"] = len({r.family for r in rs})
+                row["n_repeats"] = len({r.lineage for r in rs})
+                row["n_exposure_defined"] = len(sc.exposure_scope(rs))
+                row.update(_rate(boot, rs, sc.asr, "asr"))
+                row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
+                row["sd_asr_repeats"] = sc.repeat_spread(rs, sc.asr)
+                rows.append(row)
+        return rows
+
+    def leakage(self) -> list[dict]:
+        def destination(r: Rollout) -> str:
+            return (
+                ("internal" if self.info(r).internal else "external") if self.info(r).destination else "none"
+            )
+
+        return self.grouped(destination, "destination", with_task_score=False)
+
+    def utility(self) -> list[dict]:
+        rows = []
+        for m in self.models:
+            per_task_b: dict[str, list[Rollout]] = defaultdict(list)
+            per_task_a: dict[str, list[Rollout]] = defaultdict(list)
+            for r in self.b_by.get(m, []):
+                per_task_b[r.family].append(r)
+            for r in self.a_by.get(m, []):
+                per_task_a[r.family].append(r)
+            for task in sorted(set(per_task_b) | set(per_task_a)):
+                rows.append(
+                    {
+                        "model": m,
+                        "task": task,
+                        "task_score_no_attack": sc.task_score(per_task_b.get(task, [])).value,
+                        "task_score_attack": sc.task_score(per_task_a.get(task, [])).value,
+                        "utility_no_attack": sc.utility(per_task_b.get(task, [])).value,
+                        "utility_attack": sc.utility_under_attack(per_task_a.get(task, [])).value,
+                        "n_benign": len(per_task_b.get(task, [])),
+                        "n_attacked": len(per_task_a.get(task, [])),
+                    }
+                )
+        return rows
+
+    def inspection(self) -> pd.DataFrame:
+        rows = []
+        for m in self.models:
+            counts: dict[tuple[str, str], int] = defaultdict(int)
+            for r in self.a_by.get(m, []):
+                if self.info(r).channel == "script":
+                    counts[(self.info(r).vector, sc.inspection_timing(r, self.info(r)))] += 1
+            total = defaultdict(int)
+            for (v, _), n in counts.items():
+                total[v] += n
+            for (v, timing), n in sorted(counts.items()):
+                rows.append(
+                    {
+                        "model": m,
+                        "vector": v,
+                        "timing": timing,
+                        "n_episodes": n,
+                        "n_vector": total[v],
+                        "share_of_vector": n / total[v],
+                    }
+                )
+        return pd.DataFrame(
+            rows, columns=["model", "vector", "timing", "n_episodes", "n_vector", "share_of_vector"]
+        )
+
+    def repeats(self) -> list[dict]:
+        rows = []
+        for m in self.models:
+            b, a = self.b_by.get(m, []), self.a_by.get(m, [])
+            rows.append(
+                {
+                    "model": m,
+                    "repeats": len({r.lineage for r in a + b}),
+                    # Each flip rate's denominator: the cells run in more than one repeat.
+                    "n_cells_attack_success": (fa := sc.flip_rate(a, "attack_success")).den,
+                    "flip_attack_success": fa.value,
+                    "n_cells_exposed": (
+                        fe := sc.flip_rate([r for r in a if r.outcome.exposed is not None], "exposed")
+                    ).den,
+                    "flip_exposed": fe.value,
+                    "n_cells_utility_no_attack": (fu := sc.flip_rate(b, "utility")).den,
+                    "flip_utility_no_attack": fu.value,
+                    "sd_asr": sc.repeat_spread(a, sc.asr),
+                    "sd_exposure_rate": sc.repeat_spread(a, sc.exposure_rate),
+                    "sd_task_score": sc.repeat_spread(b, sc.task_score),
+                }
+            )
+        return rows
+
+    def timer(self, wall_s: dict[str, float] | None) -> list[dict]:
+        rows = []
+        for m in self.models:
+            a = self.a_by.get(m, [])
+            times = [wall_s[r.rollout_id] for r in a if wall_s and r.rollout_id in wall_s]
+            rows.append(
+                {
+                    "model": m,
+                    # The setting this run used (apex.episode_timer_s); empty: no timer. Table 24 sets two
+                    # runs side by side, one with and one without.
+                    "episode_timer_s": self.cfg.apex.episode_timer_s,
+                    "n_attacked": len(a),
+                    "n_success": sum(bool(r.outcome.attack_success) for r in a),
+                    **_rate(self.boot, a, sc.asr, "asr"),
+                    **_rate(self.boot, a, sc.task_score, "task_score_attacked"),
+                    "n_timed": len(times),
+                    "wall_s_mean": sum(times) / len(times) if times else float("nan"),
+                    "n_timer_hit": sum(r.outcome.timer_hit for r in a),
+                }
+            )
+        return rows
+
+    def qualitative(self, attacked: list[Rollout]) -> pd.DataFrame:
+        runs = Layout.at("results").apex_runs()  # the default results directory, as a reader's command
+        return pd.DataFrame(
+            [
+                {
+                    "model": r.condition,
+                    "category": self.cell(r),
+                    "rollout_id": r.rollout_id,
+                    "attack_success": r.outcome.attack_success,
+                    "exposed": r.outcome.exposed,
+                    "show": f"evoaudit show {r.rollout_id} --dir {runs}",
+                }
+                for r in qualitative_cases(attacked, self.attacks)
+            ],
+            columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
+        )
+
+
 def build_tables(
     cfg: Config,
     benign: list[Rollout],
@@ -102,216 +358,20 @@ def build_tables(
     bs = cfg.report.bootstrap
     families = sorted({r.family for r in benign + attacked})
     boot = FamilyBootstrap(families, bs.replicates, bs.seed if bs.seed is not None else cfg.seed, bs.level)
-    b_by, a_by = _by_model(benign), _by_model(attacked)
-    models = sorted(set(b_by) | set(a_by))
-    info = lambda r: attacks[r.goal]  # noqa: E731
-
-    main = []
-    for m in models:
-        b, a = b_by.get(m, []), a_by.get(m, [])
-        main.append(
-            {
-                "model": m,
-                "n_benign": len(b),
-                "n_attacked": len(a),
-                "n_exposure_defined": len(sc.exposure_scope(a)),
-                # Benign episodes only (n_benign), beside rates over attacked ones: the name says so.
-                **_rate(boot, b, sc.task_score, "task_score_benign"),
-                **_rate(boot, b, sc.utility, "utility_no_attack"),
-                **_rate(boot, a, sc.utility_under_attack, "utility_attack"),
-                **_rate(boot, a, sc.asr, "asr"),
-                **_rate(boot, a, sc.exposure_rate, "exposure_rate"),
-                "exposure_undecided": sc.exposure_undecided(a).value if a else float("nan"),
-            }
-        )
-
-    def grouped(key: Callable[[Rollout], str], name: str, with_task_score: bool = True) -> list[dict]:
-        rows = []
-        for m in models:
-            groups: dict[str, list[Rollout]] = defaultdict(list)
-            for r in a_by.get(m, []):
-                groups[key(r)].append(r)
-            for g, rs in sorted(groups.items()) + [("average", a_by.get(m, []))]:
-                row = {
-                    "model": m,
-                    name: g,
-                    "n_attacked": len(rs),
-                    "n_exposure_defined": len(sc.exposure_scope(rs)),
-                }
-                row.update(_rate(boot, rs, sc.asr, "asr"))
-                row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
-                if with_task_score:
-                    row.update(_rate(boot, rs, sc.task_score, "task_score_attacked"))
-                rows.append(row)
-        return rows
-
-    category = grouped(lambda r: f"c{info(r).category}{info(r).category_variant}", "category")
-    # The across-model average of each category (each model weighted equally), as in Tables 3-4.
-    cat_frame = pd.DataFrame(category)
-    if not cat_frame.empty:
-        rates = ["asr", "exposure_rate", "task_score_attacked"]
-        avg = cat_frame.groupby("category", as_index=False)[rates].mean()
-        avg = avg.sort_values("category", key=lambda c: c == "average", kind="stable")  # the overall row last
-        avg.insert(0, "model", "average")
-        cat_frame = pd.concat([cat_frame, avg], ignore_index=True)
-
-    vector = grouped(lambda r: info(r).vector, "vector", with_task_score=False)
-    for row in vector:
-        row["channel"] = (
-            "all" if row["vector"] == "average" else sc.AttackInfo("", 0, "", row["vector"], "", ()).channel
-        )
-    vector_ratio = []
-    for m in models:
-        groups = defaultdict(list)
-        for r in sc.exposure_scope(a_by.get(m, [])):
-            groups[info(r).vector].append(r)
-        for v, rs in sorted(groups.items()) + [("average", sc.exposure_scope(a_by.get(m, [])))]:
-            channel = "all" if v == "average" else sc.AttackInfo("", 0, "", v, "", ()).channel
-            row = {"model": m, "vector": v, "channel": channel, "n_exposure_defined": len(rs)}
-            row["n_success"] = sum(bool(r.outcome.attack_success) for r in rs)
-            row["n_exposed"] = sum(r.outcome.exposed is True for r in rs)
-            row.update(_rate(boot, rs, sc.asr_exposure_scope, "asr_c1_4"))
-            row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
-            row.update(_rate(boot, rs, sc.asr_er_ratio, "asr_er_ratio"))
-            vector_ratio.append(row)
-
-    script = []
-    for m in models:
-        cells: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
-        for r in a_by.get(m, []):
-            if info(r).channel == "script":
-                cells[(f"c{info(r).category}{info(r).category_variant}", info(r).vector)].append(r)
-                cells[("average", info(r).vector)].append(r)  # the vector over every category
-        key = lambda k: (k[0] == "average", k[0], sc.SCRIPT_VECTORS.index(k[1]))  # noqa: E731
-        for c, v in sorted(cells, key=key):
-            rs = cells[(c, v)]
-            row = {"model": m, "category": c, "vector": v, "n_attacked": len(rs)}
-            row["n_tasks"] = len({r.family for r in rs})
-            row["n_repeats"] = len({r.lineage for r in rs})
-            row["n_exposure_defined"] = len(sc.exposure_scope(rs))
-            row.update(_rate(boot, rs, sc.asr, "asr"))
-            row.update(_rate(boot, rs, sc.exposure_rate, "exposure_rate"))
-            row["sd_asr_repeats"] = sc.repeat_spread(rs, sc.asr)
-            script.append(row)
-    leakage = grouped(
-        lambda r: ("internal" if info(r).internal else "external") if info(r).destination else "none",
-        "destination",
-        with_task_score=False,
-    )
-
-    utility_rows = []
-    for m in models:
-        per_task_b: dict[str, list[Rollout]] = defaultdict(list)
-        per_task_a: dict[str, list[Rollout]] = defaultdict(list)
-        for r in b_by.get(m, []):
-            per_task_b[r.family].append(r)
-        for r in a_by.get(m, []):
-            per_task_a[r.family].append(r)
-        for task in sorted(set(per_task_b) | set(per_task_a)):
-            utility_rows.append(
-                {
-                    "model": m,
-                    "task": task,
-                    "task_score_no_attack": sc.task_score(per_task_b.get(task, [])).value,
-                    "task_score_attack": sc.task_score(per_task_a.get(task, [])).value,
-                    "utility_no_attack": sc.utility(per_task_b.get(task, [])).value,
-                    "utility_attack": sc.utility_under_attack(per_task_a.get(task, [])).value,
-                    "n_benign": len(per_task_b.get(task, [])),
-                    "n_attacked": len(per_task_a.get(task, [])),
-                }
-            )
-
-    inspection = []
-    for m in models:
-        counts: dict[tuple[str, str], int] = defaultdict(int)
-        for r in a_by.get(m, []):
-            if info(r).channel == "script":
-                counts[(info(r).vector, sc.inspection_timing(r, info(r)))] += 1
-        total = defaultdict(int)
-        for (v, _), n in counts.items():
-            total[v] += n
-        for (v, timing), n in sorted(counts.items()):
-            inspection.append(
-                {
-                    "model": m,
-                    "vector": v,
-                    "timing": timing,
-                    "n_episodes": n,
-                    "n_vector": total[v],
-                    "share_of_vector": n / total[v],
-                }
-            )
-
-    repeats = []
-    for m in models:
-        b, a = b_by.get(m, []), a_by.get(m, [])
-        repeats.append(
-            {
-                "model": m,
-                "repeats": len({r.lineage for r in a + b}),
-                # Each flip rate's denominator: the cells run in more than one repeat.
-                "n_cells_attack_success": (fa := sc.flip_rate(a, "attack_success")).den,
-                "flip_attack_success": fa.value,
-                "n_cells_exposed": (
-                    fe := sc.flip_rate([r for r in a if r.outcome.exposed is not None], "exposed")
-                ).den,
-                "flip_exposed": fe.value,
-                "n_cells_utility_no_attack": (fu := sc.flip_rate(b, "utility")).den,
-                "flip_utility_no_attack": fu.value,
-                "sd_asr": sc.repeat_spread(a, sc.asr),
-                "sd_exposure_rate": sc.repeat_spread(a, sc.exposure_rate),
-                "sd_task_score": sc.repeat_spread(b, sc.task_score),
-            }
-        )
-
-    timer = []
-    for m in models:
-        a = a_by.get(m, [])
-        times = [wall_s[r.rollout_id] for r in a if wall_s and r.rollout_id in wall_s]
-        timer.append(
-            {
-                "model": m,
-                # The setting this run used (apex.episode_timer_s); empty: no timer. Table 24 sets two runs
-                # side by side, one with and one without.
-                "episode_timer_s": cfg.apex.episode_timer_s,
-                "n_attacked": len(a),
-                "n_success": sum(bool(r.outcome.attack_success) for r in a),
-                **_rate(boot, a, sc.asr, "asr"),
-                **_rate(boot, a, sc.task_score, "task_score_attacked"),
-                "n_timed": len(times),
-                "wall_s_mean": sum(times) / len(times) if times else float("nan"),
-                "n_timer_hit": sum(r.outcome.timer_hit for r in a),
-            }
-        )
-
+    run = _Run(cfg, _by_model(benign), _by_model(attacked), boot, attacks)
     return {
-        "apex_main": pd.DataFrame(main),
-        "apex_category": cat_frame,
-        "apex_vector": pd.DataFrame(vector),
-        "apex_vector_ratio": pd.DataFrame(vector_ratio),
-        "apex_script": pd.DataFrame(script),
-        "apex_leakage": pd.DataFrame(leakage),
-        "apex_utility": pd.DataFrame(utility_rows),
-        "apex_inspection": pd.DataFrame(
-            inspection, columns=["model", "vector", "timing", "n_episodes", "n_vector", "share_of_vector"]
-        ),
-        "apex_repeats": pd.DataFrame(repeats),
-        "apex_qualitative": pd.DataFrame(
-            [
-                {
-                    "model": r.condition,
-                    "category": f"c{info(r).category}{info(r).category_variant}",
-                    "rollout_id": r.rollout_id,
-                    "attack_success": r.outcome.attack_success,
-                    "exposed": r.outcome.exposed,
-                    "show": f"evoaudit show {r.rollout_id} --dir results/apex/runs",
-                }
-                for r in qualitative_cases(attacked, attacks)
-            ],
-            columns=["model", "category", "rollout_id", "attack_success", "exposed", "show"],
-        ),
+        "apex_main": pd.DataFrame(run.main()),
+        "apex_category": run.category(),
+        "apex_vector": pd.DataFrame(run.vector()),
+        "apex_vector_ratio": pd.DataFrame(run.vector_ratio()),
+        "apex_script": pd.DataFrame(run.script()),
+        "apex_leakage": pd.DataFrame(run.leakage()),
+        "apex_utility": pd.DataFrame(run.utility()),
+        "apex_inspection": run.inspection(),
+        "apex_repeats": pd.DataFrame(run.repeats()),
+        "apex_qualitative": run.qualitative(attacked),
         **usage_cost,
-        "apex_timer": pd.DataFrame(timer),
+        "apex_timer": pd.DataFrame(run.timer(wall_s)),
     }
 
 
@@ -453,7 +513,10 @@ def draw_figures(tables: dict[str, pd.DataFrame], out: Path, notice: str | None 
 REFERENCE_LABELS = Path(__file__).resolve().parents[2] / "apex_reference_labels.yaml"
 
 
-STEALTH_COLUMNS = ["vector", "auc", "n_injected", "n_benign", "top_features", "attacker_model"]
+STEALTH_COLUMNS = [
+    "vector", "auc", "auc_lo", "auc_hi", "length_auc", "length_auc_lo", "length_auc_hi", "n_injected",
+    "n_injected_groups", "n_benign", "n_benign_groups", "top_features", "attacker_model",
+]  # fmt: skip
 
 
 def stealth_table(record: AttackStealth | None) -> pd.DataFrame:
@@ -501,6 +564,7 @@ def write_report(
     judged: dict[str, dict] | None = None,
     wall_s: dict[str, float] | None = None,
     stealth: Path | None = None,
+    worlds: Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Write every table (CSV, parquet, HTML), the figures, the traces of the qualitative cases and the
     index page under ``out``. ``judged``: the judge stage's final decisions by rollout id
@@ -510,7 +574,6 @@ def write_report(
     from evoaudit.replay.apex import check_judged
     from evoaudit.report.apex import agreement as ag
     from evoaudit.report.apex import judged as jd
-    from evoaudit.report.trace import render
 
     attacks = sc.load_attacks(attacks_path)
     # The judge file is checked against the rollouts (without asking again) before it is applied.
@@ -536,6 +599,12 @@ def write_report(
     tables["apex_agreement"] = pd.concat(
         [ag.agreement(labels, attacked, source) for source, labels in label_sets], ignore_index=True
     )
+    from evoaudit.report.apex.navigation import empty_ranks, navigation_table, rank_table
+
+    tables["apex_navigation"] = navigation_table(benign, attacks_path)
+    # The ranks need the built worlds (``worlds``: suite.apex.out, which the rule's manifest input builds).
+    variant = cfg.suite.apex.variants[0]
+    tables["apex_navigation_rank"] = rank_table(attacks_path, worlds, variant) if worlds else empty_ranks()
     record = AttackStealth.read(stealth) if stealth is not None else None
     tables["apex_stealth"] = stealth_table(record)
     # The stealth table's numbers come from the attacker and the worlds, not from the audited models.
@@ -555,6 +624,20 @@ def write_report(
     rollout_notice = records_sim_notice([r.executor for r in benign + attacked], notice)
     table = out / "tables" / f"{ROLLOUT_TABLE}.parquet"
     write_rollout_table(benign + attacked, table, "apex", rollout_notice)
+    _write_pages(cfg, tables, attacked, attacks, out, notice)
+    return tables
+
+
+def _write_pages(
+    cfg: Config,
+    tables: dict[str, pd.DataFrame],
+    attacked: list[Rollout],
+    attacks: dict[str, sc.AttackInfo],
+    out: Path,
+    notice: str | None,
+) -> None:
+    """The qualitative cases' traces page and the report's index page."""
+    from evoaudit.report.trace import render
 
     def trace(r: Rollout) -> str:
         try:
@@ -575,4 +658,3 @@ def write_report(
     body += f"<h3>{html.escape(TABLES['apex_main'])}</h3>{table_html(tables['apex_main'])}"
     intro = "Every page of the APEX-Harm report; each page links back here."
     (out / "html" / "index.html").write_text(html_page("APEX-Harm report", intro, body, notice, back=None))
-    return tables

@@ -4,9 +4,13 @@ scores its own.
 The record (``records.ServedRecord``, written by ``evoaudit apex serve --attack``) holds the calls, not the
 agent's conversation. Scoring rebuilds the episode the workflow would have recorded for the same actions:
 the world from the suite's own ``build_environment`` (attack content placed, watcher attached), the agent's
-calls re-run through the session the workflow's loop uses (``open_tools``), each re-made call (the
-programs' too) and the terminal state's digest checked against the record, and the conversation as the
-loop writes it (one assistant turn per call, the tool's text or error as the tool message). The outcome is
+calls re-run through the session the workflow's loop uses (``open_tools``) to rebuild the terminal state,
+whose digest must be the record's; the conversation is the record's, as the loop writes it (one assistant
+turn per call, the recorded text or error as the tool message), so what the agent was shown is scored as it
+was shown. A re-made call's text is compared with the record's after time stamps are normalised
+(``steady``: ``ls -la`` a minute later is the same call); one that still differs is listed in the
+episode's ``calls_differing``, not fatal. Every episode that can be scored is; one that cannot (another
+world, another terminal state) is named with its reason. The outcome is
 then ``evaluate.outcome.compute_outcome``'s, the open cases go to the configured judge through the judge
 stage's ``final_decisions`` (``apex.judge``; the simulator by default), and the final task score, attack
 success and exposure are set by the report's ``apply_judged``. Nothing here computes a metric.
@@ -24,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evoaudit.agent.loop import Episode
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.evaluate.apex.judge import final_decisions
 from evoaudit.evaluate.outcome import compute_outcome
@@ -39,6 +44,7 @@ from evoaudit.records import (
     ToolCall,
 )
 from evoaudit.report.apex.judged import apply_judged
+from evoaudit.volatile import steady
 
 AGENT = "agent"
 
@@ -69,27 +75,42 @@ def read_record(path: str | Path) -> ServedRecord:
         raise AuditError(f"{p}: not a valid served-episode record: {exc}") from None
 
 
-def episode_of(suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Any):
-    """(pre-state, terminal state, ``agent.loop.Episode``, injections) of the recorded episode, re-run on
-    the world the workflow builds; AuditError naming the call where the re-run differs from the record."""
+def same_call(got: ServedCall, want: ServedCall) -> bool:
+    """Whether a re-made call is the recorded one: identical but for what ``steady`` normalises."""
+    if got.model_dump(exclude={"result", "error"}) != want.model_dump(exclude={"result", "error"}):
+        return False
+    return steady(got.result) == steady(want.result) and steady(got.error) == steady(want.error)
+
+
+class Unscorable(AuditError):
+    """An episode of the record that cannot be scored here (the others still are)."""
+
+
+def episode_of(suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Config):
+    """(pre-state, terminal state, ``agent.loop.Episode``, injections, differing call seqs) of the recorded
+    episode. The conversation is the record's (the texts the agent was shown, so exposure is scored from
+    the record); the terminal state is rebuilt by re-running the calls on the world the workflow builds, and
+    must be the recorded one (``state_sha256``). A re-made call whose text differs from the record's beyond
+    time stamps (``steady``) is listed, not fatal: the score reads the record's text and the rebuilt state.
+    ``Unscorable`` names what cannot be rebuilt."""
     where = f"{record.instance_id}/{record.attack} episode {ep.episode}"
     injections = suite.injections(cfg, instance, record.attack)
     env = suite.build_environment(instance, record.attack, injections)
     pre = suite.copy_environment(env)
     if suite.state_sha256(pre) != ep.pre_state_sha256:
-        raise AuditError(
+        raise Unscorable(
             f"{where}: the world built here is not the one served (pre_state_sha256 differs); score with the "
             "configuration and worlds the server used"
         )
     prompt = suite.prompt_for(instance, record.attack)
     messages = [Message(role="user", content=prompt)]
     calls: list[ExecutedCall] = []
-    session = suite.open_tools(env, cfg)
+    session = suite.open_tools(env, cfg.suite)
     try:
         for c in ep.calls:
             if c.actor != AGENT:
                 continue  # a program's call: ``run_command`` makes it again
-            text, error = session.call(c.tool, dict(c.args))
+            session.call(c.tool, dict(c.args))
             call_id = f"call_{c.seq}"
             messages.append(
                 Message(
@@ -98,30 +119,35 @@ def episode_of(suite: Any, instance: Instance, record: ServedRecord, ep: ServedE
                 )
             )
             # What the loop records and shows: the error's text when the call failed (``agent.loop``).
-            messages.append(Message(role="tool", tool_call_id=call_id, name=c.tool, content=error or text))
+            shown = c.error or c.result
+            messages.append(Message(role="tool", tool_call_id=call_id, name=c.tool, content=shown))
             calls.append(
                 ExecutedCall(
-                    call_id=call_id, function=c.tool, args=c.args, error=error, result="" if error else text
+                    call_id=call_id, function=c.tool, args=c.args, error=c.error,
+                    result="" if c.error else c.result,
                 )
-            )
+            )  # fmt: skip
     finally:
         session.close()
     remade = [ServedCall(**vars(c)) for c in env.calls]
-    for got, want in zip(remade, ep.calls, strict=False):
-        if got != want:
-            raise AuditError(f"{where}: call {want.seq} ({want.tool}) re-ran differently from the record")
-    if len(remade) != len(ep.calls):
-        raise AuditError(f"{where}: {len(remade)} calls re-made, the record holds {len(ep.calls)}")
+    if [(c.seq, c.tool, c.actor) for c in remade] != [(c.seq, c.tool, c.actor) for c in ep.calls]:
+        raise Unscorable(
+            f"{where}: the re-run made {len(remade)} calls, the record holds {len(ep.calls)} (or another "
+            "order); the world or the programs differ from the served ones"
+        )
+    differing = [want.seq for got, want in zip(remade, ep.calls, strict=True) if not same_call(got, want)]
     if suite.state_sha256(env) != ep.state_sha256:
-        raise AuditError(f"{where}: the terminal state differs from the record's (state_sha256)")
-    return pre, env, Episode(messages=messages, calls=calls, steps=len(calls) + 1), injections
+        shown = f" (calls {differing} re-ran differently)" if differing else ""
+        raise Unscorable(f"{where}: the terminal state differs from the record's (state_sha256){shown}")
+    episode = Episode(messages=messages, calls=calls, steps=len(calls) + 1)
+    return pre, env, episode, injections, differing
 
 
 def score_episode(
-    suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Any, judge: Any
+    suite: Any, instance: Instance, record: ServedRecord, ep: ServedEpisode, cfg: Config, judge: Any
 ) -> Rollout:
     """The episode as the workflow's rollout, its outcome with the judge stage's final decisions applied."""
-    pre, post, episode, injections = episode_of(suite, instance, record, ep, cfg)
+    pre, post, episode, injections, differing = episode_of(suite, instance, record, ep, cfg)
     outcome = compute_outcome(suite, instance, record.attack, injections, pre, post, episode)
     rollout = Rollout(
         rollout_id=f"served/{record.instance_id}/{record.attack or 'none'}/{ep.episode}",
@@ -142,13 +168,17 @@ def score_episode(
         terminal_state=suite.state(post),
         outcome=outcome,
     )
-    return apply_judged([rollout], final_decisions([rollout], judge))[0]
+    scored = apply_judged([rollout], final_decisions([rollout], judge))[0]
+    return scored, differing
 
 
-def summary(rollout: Rollout, episode: int) -> dict[str, Any]:
+def summary(rollout: Rollout, episode: int, differing: list[int]) -> dict[str, Any]:
     o = rollout.outcome
     return {
         "episode": episode,
+        "scored": True,
+        # Calls whose re-run text differs from the record's beyond time stamps (the record's was scored).
+        "calls_differing": differing,
         "instance_id": rollout.instance_id,
         "attack": rollout.goal,
         "task_score": o.task_score,
@@ -163,13 +193,22 @@ def summary(rollout: Rollout, episode: int) -> dict[str, Any]:
 
 
 def score_record(
-    suite: Any, instance: Instance, record: ServedRecord, cfg: Any, judge: Any, episode: int | None = None
+    suite: Any, instance: Instance, record: ServedRecord, cfg: Config, judge: Any, episode: int | None = None
 ) -> list[dict[str, Any]]:
-    """The summary of every episode with calls (or of ``episode``, whatever it holds)."""
+    """The summary of every episode with calls (or of ``episode``, whatever it holds). An episode that
+    cannot be scored (``Unscorable``) is a row with ``scored`` False and the reason; the others are scored."""
     if episode is not None:
         chosen = [e for e in record.episodes if e.episode == episode]
         if not chosen:
             raise AuditError(f"--episode {episode}: the record holds episodes 0..{len(record.episodes) - 1}")
     else:
         chosen = [e for e in record.episodes if e.calls]
-    return [summary(score_episode(suite, instance, record, e, cfg, judge), e.episode) for e in chosen]
+    rows = []
+    for e in chosen:
+        try:
+            rollout, differing = score_episode(suite, instance, record, e, cfg, judge)
+        except Unscorable as exc:
+            rows.append({"episode": e.episode, "scored": False, "reason": str(exc)})
+            continue
+        rows.append(summary(rollout, e.episode, differing))
+    return rows

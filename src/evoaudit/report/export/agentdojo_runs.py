@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit import atomic
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.records import Rollout
 from evoaudit.report.export.shards import grouped
 from evoaudit.report.simlabel import records_sim_notice
 from evoaudit.report.suites import suite_metrics
 from evoaudit.suite.registry import get_suite
+from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 
 def pipeline_name(r: Rollout) -> str:
@@ -53,9 +55,9 @@ def messages(r: Rollout) -> list[dict[str, Any]]:
         done = executed.get(call_id)
         if done is not None:
             return done.args
-        try:
-            value = json.loads(requested[call_id].arguments)
-        except (KeyError, json.JSONDecodeError):
+        try:  # the loop's strict reading: a hostile model's text (5000 digits, NaN, deep nesting) is None
+            value = parse_arguments(requested[call_id].arguments)
+        except (KeyError, ArgumentsError):
             return None
         return value if isinstance(value, dict) else None
 
@@ -137,7 +139,7 @@ def task_result(
     }
 
 
-def export_agentdojo(cfg: Any, results: Path, out: Path, condition: str = "static") -> list[Path]:
+def export_agentdojo(cfg: Config, results: Path, out: Path, condition: str = "static") -> list[Path]:
     """Write ``condition``'s rollouts of the configured AgentDojo suite under ``out`` (AgentDojo's logdir);
     returns the files."""
     suite = suite_metrics(cfg.suite.name).agentdojo_suite

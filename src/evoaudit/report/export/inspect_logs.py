@@ -19,11 +19,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.records import SCHEMA_VERSION, CheckDecision, Rollout
 from evoaudit.report.export.shards import Group, grouped
 from evoaudit.report.simlabel import fingerprint_is_sim, records_sim_notice
 from evoaudit.report.suites import suite_metrics
+from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 try:
     from inspect_ai.log import (
@@ -74,9 +76,10 @@ def model_name(executor: dict) -> str:
 
 
 def _arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    # The loop's strict reading: a hostile model's text (5000 digits, NaN, deep nesting) is a parse error.
     try:
-        value = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
+        value = parse_arguments(text)
+    except ArgumentsError as exc:
         return {}, f"arguments are not valid JSON: {exc}"
     return (value, None) if isinstance(value, dict) else ({}, "arguments are not a JSON object")
 
@@ -143,6 +146,7 @@ def scores(r: Rollout) -> dict[str, Score]:
         values.update(
             attack_success=_flag(o.attack_success),
             utility_under_attack=_flag(o.utility_under_attack),
+            utility_under_attack_isolated=_flag(o.utility_under_attack_isolated),
             exposure=_flag(o.exposed),
             unauthorized_state_change=_flag(o.unauthorized_state_change),
             disclosure=_flag(o.disclosure),
@@ -324,7 +328,7 @@ def log_name(g: Group) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p) for p in parts) + ".eval"
 
 
-def export_inspect(cfg: Any, results: Path, out: Path, fmt: str = "eval") -> list[Path]:
+def export_inspect(cfg: Config, results: Path, out: Path, fmt: str = "eval") -> list[Path]:
     """Write one Inspect log per (suite, lineage, condition, arm) found under ``results``; returns them."""
     groups = grouped(results, cfg.suite.name)
     if not groups:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evoaudit.hashing import sha256_file
 from evoaudit.jsonl import is_aside, iter_records, read_timing
+from evoaudit.paths import RELATIVE, Layout
 from evoaudit.provenance import PROVENANCE_FILE
 from evoaudit.records import Rollout, read_provenance
 
@@ -30,8 +31,8 @@ def shard_files(results: Path, banking_suite: str = "banking") -> list[tuple[str
     """(suite, shard) for every finished shard: ``evaluate/<lineage>/<condition>/<arm>/shard<k>.jsonl`` of
     the configured suite and APEX-Harm's ``apex/runs/<model>/<arm>/[<category>/]shard<k>.jsonl``. Partial
     shards and moved-aside rollouts are left out."""
-    found = [(banking_suite, p) for p in sorted((results / "evaluate").glob("*/*/*/shard*.jsonl"))]
-    found += [("apex", p) for p in sorted((results / "apex" / "runs").rglob("shard*.jsonl"))]
+    found = [(banking_suite, p) for p in sorted(results.glob(RELATIVE.evaluate_shard("*", "*", "*", "*")))]
+    found += [("apex", p) for p in sorted(Path(Layout.at(results).apex_runs()).rglob("shard*.jsonl"))]
     return [(s, p) for s, p in found if not is_aside(p)]
 
 

@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdojo.base_tasks import BaseUserTask
 from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
@@ -39,6 +39,9 @@ from agentdojo.task_suite.task_suite import TaskSuite
 from evoaudit.records import Call, CheckerAuditSummary
 from evoaudit.suite.agentdojo.probing import DONE_OUTPUT, NO_OP_OUTPUT, Probe
 from evoaudit.suite.stage import AUDIT_FIELDS, write_csv
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 BENCHMARK_VERSION = "v1.2.2"
 PROBE_SET = "published"
@@ -278,5 +281,5 @@ class OfficialChecks:
     def user_tasks(self) -> list[str]:
         return user_task_ids(self.name)
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         return run_checker_audit(self.rules, csv_path, summary_path)

@@ -12,7 +12,9 @@ the three parts evoaudit's loop applies are taken from its elements:
 ``tool_filter``'s pipeline holds an OpenAI tool filter of AgentDojo's own (it would call OpenAI's client
 itself); evoaudit asks its ``TOOL_FILTER_PROMPT`` through its own model client instead
 (``suite.defenses``). The transformers prompt-injection detector has no part evoaudit can apply; the
-configuration refuses it before any job (``evoaudit.config``).
+configuration refuses it before any job (``evoaudit.config``). evoaudit's ``llm_monitor`` decides with the
+executor's model instead, and AgentDojo's ``PromptInjectionDetector`` element applies the decision
+(``detector_output``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from agentdojo.agent_pipeline.agent_pipeline import (
 )
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage
+from agentdojo.agent_pipeline.pi_detector import PromptInjectionDetector
 from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
 from agentdojo.functions_runtime import EmptyEnv, FunctionCall, FunctionsRuntime
-from agentdojo.types import ChatAssistantMessage
+from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
 
 # Which of AgentDojo's defences evoaudit runs: those whose pipeline holds only parts evoaudit applies.
 RUNNABLE = ("spotlighting_with_delimiting", "repeat_user_prompt")
@@ -120,3 +123,31 @@ def invalid_tool(name: str) -> str:
     asked = [ChatAssistantMessage(role="assistant", content=None, tool_calls=[call])]
     _, _, _, messages, _ = ToolsExecutor().query("", FunctionsRuntime([]), EmptyEnv(), asked, {})
     return messages[-1]["error"]
+
+
+class _Decided(PromptInjectionDetector):
+    """AgentDojo's detector element with the decision already made (by evoaudit's monitor request, which is
+    asynchronous and goes through evoaudit's own client): the element does the rest, as in AgentDojo."""
+
+    def __init__(self, flagged: bool) -> None:
+        super().__init__(mode="message", raise_on_injection=False)
+        self._flagged = flagged
+
+    def detect(self, tool_output: str) -> bool:
+        return self._flagged
+
+
+@lru_cache(maxsize=1024)
+def detector_output(text: str, flagged: bool) -> str:
+    """What AgentDojo's ``PromptInjectionDetector`` leaves of the tool message ``text`` when its detector
+    said ``flagged``: the text itself, or the element's own notice in its place."""
+    call = FunctionCall(function="tool", args={}, id="evoaudit-monitor")
+    message = ChatToolResultMessage(
+        role="tool",
+        content=[text_content_block_from_string(text)],
+        tool_call_id="evoaudit-monitor",
+        tool_call=call,
+        error=None,
+    )
+    _, _, _, messages, _ = _Decided(flagged).query("", FunctionsRuntime([]), EmptyEnv(), [message], {})
+    return _text(messages[-1]["content"])

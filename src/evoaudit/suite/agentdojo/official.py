@@ -32,7 +32,7 @@ import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
 
@@ -60,6 +60,9 @@ from evoaudit.suite.stage import (
     write_sealed_tables,
     write_spec,
 )
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 VARIANT = "v0"
 HARM_CATEGORIES = ("change_beyond_plan",)
@@ -160,7 +163,7 @@ class OfficialSuite(OfficialEnvironments):
             if type(suite.get_user_task_by_id(t)).utility_from_traces is not BaseUserTask.utility_from_traces
         }
 
-    def families(self, cfg: Any = None) -> list[str]:
+    def families(self, cfg: Config | None = None) -> list[str]:
         excluded = self.excluded()
         kept = [t for t in self.user_tasks() if t not in excluded]
         chosen = None if cfg is None else cfg.suite.families
@@ -179,7 +182,7 @@ class OfficialSuite(OfficialEnvironments):
             if type(task).security_from_traces is not BaseInjectionTask.security_from_traces
         ]
 
-    def build_instances(self, cfg: Any) -> list[Instance]:
+    def build_instances(self, cfg: Config) -> list[Instance]:
         kept = self.families()
         split = assign_split(kept, cfg.suite.n_unseen)
         suite = load_suite(self.name)
@@ -206,14 +209,14 @@ class OfficialSuite(OfficialEnvironments):
             )
         return out
 
-    def _attack(self, cfg: Any) -> Any:
+    def _attack(self, cfg: Config) -> Any:
         return _attack(self.name, cfg.suite.attack.user_name, cfg.suite.attack.model_name)
 
     # --- the suite stage ------------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
         return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
 
-    def check_selection(self, cfg: Any) -> None:
+    def check_selection(self, cfg: Config) -> None:
         self.families(cfg)  # raises naming suite.families and the valid ids
         goals = self.goals()
         wrong = [g for g in cfg.suite.goals if g not in goals]
@@ -245,7 +248,7 @@ class OfficialSuite(OfficialEnvironments):
                 "sealed as the endpoint; list another variant name there (it has no instances)"
             )
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         summary = self.checks.checker_audit(cfg, csv_path, summary_path)
         # The files beside the table that only Banking's audit fills: no strict probe set (extension) and
         # no probes of the injection tasks' checkers here, so each holds its header only.
@@ -254,7 +257,7 @@ class OfficialSuite(OfficialEnvironments):
         return summary
 
     def make_instances(
-        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         summary = json.loads(audit_summary.read_text())
         if summary.get("suite") != self.name:
@@ -294,7 +297,7 @@ class OfficialSuite(OfficialEnvironments):
     def attacks(self, configured: Sequence[str], instance: Instance) -> list[str]:
         return list(configured) if instance.vectors else []
 
-    def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
         names = cfg.suite.attack

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdojo.functions_runtime import FunctionsRuntime
 from agentdojo.task_suite.load_suites import get_suite
@@ -18,6 +18,9 @@ from agentdojo.task_suite.task_suite import TaskSuite
 from evoaudit.records import Call, Instance
 from evoaudit.suite.agentdojo import toolkit
 from evoaudit.suite.agentdojo.profile import AgentDojoProfile
+
+if TYPE_CHECKING:
+    from evoaudit.config import SuiteConfig
 
 BENCHMARK_VERSION = "v1.2.2"
 
@@ -96,7 +99,7 @@ class OfficialEnvironments:
     def build_environment(self, instance: Instance, attack: str | None, injections: dict[str, str]) -> Any:
         return self.pre_environment(instance.family, injections)
 
-    def open_tools(self, env: Any, cfg: Any) -> OfficialToolSession:
+    def open_tools(self, env: Any, suite_cfg: SuiteConfig | None) -> OfficialToolSession:
         return OfficialToolSession(self, env)
 
     def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:

@@ -26,7 +26,6 @@ ValidationError that ends its whole benchmark run).
 from __future__ import annotations
 
 import functools
-import json
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,6 +44,7 @@ from agentdojo.types import (
 
 from evoaudit.records import Message
 from evoaudit.suite.interface import RunnerCall
+from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 
 class AgentDojoProfile:
@@ -86,9 +86,9 @@ class AgentDojoProfile:
         self, name: str, arguments: str, call: Callable[[str, dict[str, Any]], tuple[str, str | None]]
     ) -> RunnerCall:
         try:
-            args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return RunnerCall(args=None, text=f"JSONDecodeError: {exc}", error=f"JSONDecodeError: {exc}")
+            args = parse_arguments(arguments)
+        except ArgumentsError as exc:
+            return RunnerCall(args=None, text=str(exc), error=str(exc))
         if not isinstance(args, dict):
             args = {}  # a named difference (module docstring)
         runtime = _SessionRuntime(self._suite.tools, call)
@@ -192,8 +192,8 @@ def _chat_message(message: Message, call_args: Sequence[dict[str, Any] | None], 
 def _function_call(name: str, arguments: str, call_id: str, executed: dict[str, Any] | None) -> Any:
     if executed is None:  # arguments that do not parse (AgentDojo's own client would raise on them)
         try:
-            executed = json.loads(arguments)
-        except ValueError:
+            executed = parse_arguments(arguments)
+        except ArgumentsError:
             executed = {}
     if not isinstance(executed, dict):  # JSON but not an object: executed as {} (module docstring)
         executed = {}

@@ -19,7 +19,40 @@ from agentdojo.task_suite.task_suite import TaskSuite
 _C_SAFE_DUMPER = getattr(yaml, "CSafeDumper", None)
 
 
+# Plain data's exact types: for these, ``repr`` tells apart any two values YAML would write differently
+# (5 and 5.0, "5" and 5, True and 1), so it keys the text already made. Anything else (a date, an enum, a
+# str subclass) is formatted afresh each time.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+# Tool results repeat across episodes (the same read on the same fixture: 165 results, 12 distinct, over
+# the Banking benchmark's 160 episodes); at most this many texts are kept, the oldest dropped first.
+_DUMPED_MAX = 1024
+_DUMPED: dict[str, str] = {}
+
+
+def _is_plain(data: Any) -> bool:
+    kind = type(data)
+    if kind is dict:
+        return all(_is_plain(k) and _is_plain(v) for k, v in data.items())
+    if kind is list:
+        return all(_is_plain(v) for v in data)
+    return kind in _PLAIN
+
+
 def _dump(data: Any) -> str:
+    """``_dump_afresh(data)``, from the texts already made when ``data`` is plain data (``_PLAIN``)."""
+    if not _is_plain(data):
+        return _dump_afresh(data)
+    key = repr(data)
+    text = _DUMPED.get(key)
+    if text is None:
+        text = _dump_afresh(data)
+        if len(_DUMPED) >= _DUMPED_MAX:
+            _DUMPED.pop(next(iter(_DUMPED)), None)
+        _DUMPED[key] = text
+    return text
+
+
+def _dump_afresh(data: Any) -> str:
     # libyaml's emitter gives the same text as PyYAML's pure-Python one (AgentDojo's default) several times
     # faster, except that it wraps long double-quoted scalars differently: output with any double quote
     # is therefore made by the pure-Python emitter (tests/suite/agentdojo/test_suite_yaml_speed.py pins the

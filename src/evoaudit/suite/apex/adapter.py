@@ -15,9 +15,9 @@ Attacks are ``threat.AttackInstance`` records from the frozen attack set ``<suit
 (``attacks.build_from_config``), built on the endpoint variant's worlds. Without that file there are no
 attacks and only benign episodes run. The configured attacks an arm passes to ``attacks`` are attack ids or
 category selectors (``c1``, ``c4``, ``c4perm``...). Attack success, exposure and disclosure are decided by
-``success.py`` and ``exposure.py`` with their rules alone here (no judge is passed), so a verdict only a
-judge could give comes back ``None`` (``goal_decision`` gives the whole decision); ``decisions`` records
-who decided, with the judge requests an open case needs, for the workflow's judge stage.
+``judging/success.py`` and ``judging/exposure.py`` with their rules alone here (no judge is passed), so a
+verdict only a judge could give comes back ``None`` (``goal_decision`` gives the whole decision);
+``decisions`` records who decided, with the judge requests an open case needs, for the workflow's judge stage.
 """
 
 from __future__ import annotations
@@ -26,22 +26,16 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit.errors import AuditError
 from evoaudit.records import Call, Decisions, Instance, Message
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import (
-    audit_stage,
-    build,
-    decisions,
-    exposure,
-    goals,
-    rubric,
-    success,
-    tools,
-    worldfmt,
-)
+from evoaudit.suite.apex import audit_stage
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.base import worldfmt
+from evoaudit.suite.apex.base.threat import INTERNAL_DESTINATIONS, AttackInstance
+from evoaudit.suite.apex.base.workspace import CallRecord, Workspace
+from evoaudit.suite.apex.base.worldfmt import RubricItem, TaskRecord
 from evoaudit.suite.apex.environment import (
     ATTACK_SET,
     SUITE_NAME,
@@ -51,11 +45,15 @@ from evoaudit.suite.apex.environment import (
     placed_texts,
     template,
 )
-from evoaudit.suite.apex.generate import selected_task_ids
-from evoaudit.suite.apex.threat import INTERNAL_DESTINATIONS, AttackInstance
-from evoaudit.suite.apex.workspace import CallRecord, Workspace
-from evoaudit.suite.apex.worldfmt import RubricItem, TaskRecord
+from evoaudit.suite.apex.judging import decisions, exposure, rubric, success
+from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.worlds import cache, goals
+from evoaudit.suite.apex.worlds.generate import selected_task_ids
 from evoaudit.suite.interface import PlannedInstance
+from evoaudit.tool_args import ArgumentsError, parse_arguments
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 # Where a goal's content can land (``threat.Destination``): one harm category each.
 DESTINATIONS = (*INTERNAL_DESTINATIONS, "external_mail", "collector")
@@ -86,9 +84,9 @@ def calls_from_messages(messages: list[Message]) -> list[CallRecord]:
     out: list[CallRecord] = []
     for m in messages:
         for tc in m.tool_calls:
-            try:
-                args = json.loads(tc.arguments) if tc.arguments.strip() else {}
-            except json.JSONDecodeError:
+            try:  # the loop's strict reading: 5000 digits or deep nesting is the model's error, not a crash
+                args = parse_arguments(tc.arguments)
+            except ArgumentsError:
                 args = {}
             args_of[tc.id] = (tc.name, args if isinstance(args, dict) else {})
         if m.role == "tool":
@@ -106,7 +104,7 @@ def selected(attack_id: str, configured: Sequence[str]) -> bool:
 class ApexSuite(ApexEnvironments):
     """The fifteen generated APEX-Harm tasks over cached worlds (``interface.AuditSuite``)."""
 
-    benchmark_version = f"apex-generated-{build.GENERATOR_VERSION}"
+    benchmark_version = f"apex-generated-{cache.GENERATOR_VERSION}"
     # The default variants; ``build_instances`` follows ``suite.apex.variants``.
     variants: tuple[str, ...] = ("v0",)
     harm_categories = tuple(f"unauthorised_{d}" for d in DESTINATIONS)
@@ -122,11 +120,11 @@ class ApexSuite(ApexEnvironments):
         )
     }
 
-    def families(self, cfg: Any = None) -> list[str]:
+    def families(self, cfg: Config | None = None) -> list[str]:
         return list(selected_task_ids(cfg))
 
     # --- the suite stage (rules checker_audit and instances under suite.name: apex) -----------------------
-    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
         apex = cfg.suite.apex
         if all((Path(apex.out) / v / "apex_manifest.json").exists() for v in apex.variants):
             return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
@@ -134,19 +132,19 @@ class ApexSuite(ApexEnvironments):
         # attackable in every configured variant.
         return [PlannedInstance(v, "seen", True) for v in apex.variants for _ in self.families(cfg)]
 
-    def check_selection(self, cfg: Any) -> None:
+    def check_selection(self, cfg: Config) -> None:
         if cfg.suite.families is not None:
             raise ValueError(
                 f"suite.families: selects Banking user tasks, but suite.name is {cfg.suite.name!r}; choose "
                 "the APEX tasks with apex.tasks and remove suite.families"
             )
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         # No official predicates to audit; the reason goes in the summary.
         return audit_stage.skip_checker_audit(cfg, csv_path, summary_path)
 
     def make_instances(
-        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         return audit_stage.make_instances(
             self, cfg, audit_summary, table, spec_path, inputs["apex_spec"], inputs["apex_attacks"]
@@ -156,7 +154,7 @@ class ApexSuite(ApexEnvironments):
         return {}
 
     # --- instances ----------------------------------------------------------------------------------------
-    def build_instances(self, cfg: Any) -> list[Instance]:
+    def build_instances(self, cfg: Config) -> list[Instance]:
         apex = cfg.suite.apex
         endpoint, acquisition = apex.variants[0], list(apex.variants[1:])
         attacks_path = Path(apex.out) / ATTACK_SET
@@ -177,7 +175,7 @@ class ApexSuite(ApexEnvironments):
             for tid in task_ids:
                 e = entries[tid]
                 record = _task_record(root, tid, variant)
-                oracle, _ = build.load_plans(root, tid, variant)
+                oracle, _ = cache.load_plans(root, tid, variant)
                 out.append(
                     Instance(
                         instance_id=f"{tid}.{variant}",
@@ -236,7 +234,7 @@ class ApexSuite(ApexEnvironments):
             a for a, inst in found.items() if inst.task_id == instance.family and selected(a, configured)
         )
 
-    def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
         return placed_texts(self.resolve_attack(instance, attack))
@@ -306,6 +304,13 @@ class ApexSuite(ApexEnvironments):
             return None
         inst = self._attack_by_id(attack)
         return exposure.check_exposure(inst, calls_from_messages(messages)).value
+
+    def navigation_ranks(self, attacks_path: Path, worlds: Path, variant: str) -> list[dict[str, Any]]:
+        """Where each file a static attack creates ranks under search_files and grep -r of its first
+        keyword (``suite.apex.navigation``; the report's ``apex_navigation_rank``)."""
+        from evoaudit.suite.apex.navigation import navigation_ranks
+
+        return navigation_ranks(attacks_path, worlds, variant)
 
     def harm(self, pre: Workspace, observed: Workspace, plan: list[Call]) -> dict[str, bool]:
         """Per destination: whether ``observed`` holds a new record there (since ``pre``) that following

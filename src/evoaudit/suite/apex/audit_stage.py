@@ -21,7 +21,7 @@ from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import CheckerAuditSummary, Instance
-from evoaudit.suite.apex.attacks import load_attack_set
+from evoaudit.suite.apex.attacks.attack_set import load_attack_set
 from evoaudit.suite.stage import (
     AUDIT_FIELDS,
     EXTENSION_FIELDS,

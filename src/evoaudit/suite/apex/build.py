@@ -8,9 +8,8 @@ APEX-Agents task format has no field for; the suite's instances carry the oracle
 regenerating only when the previous manifest has the same generator version, variant, seed and scale and its
 four files still hash to what it recorded. ``sha256`` over all entries is what a suite spec pins.
 ``world_text`` (``world_text_checks``) holds the lines and distinct line shapes per world and across the set
-and the stealth AUC per attack vector; it is recomputed whenever ``sha256`` changes (building every task,
-cached or not, in memory) and its warnings are the callers' to show (``commands.apex_build``,
-``stage.build_worlds``).
+and the stealth diagnostic per attack vector (no threshold, no warning); it is recomputed whenever
+``sha256`` changes (building every task, cached or not, in memory).
 """
 
 from __future__ import annotations
@@ -21,16 +20,11 @@ from pathlib import Path
 
 from evoaudit import atomic
 from evoaudit.hashing import sha256_file, sha256_json
-from evoaudit.records import Call
-from evoaudit.suite.apex import docs, worldfmt, worldtext
-from evoaudit.suite.apex.generate import TASK_IDS, GeneratedTask, build_task
-from evoaudit.suite.apex.selfcheck import check_task, require
-from evoaudit.suite.apex.workspace import Workspace
-
-# 2: every task has a helper program its prompt names and its oracle runs; 3: the world's filler prose comes
-# from a compositional grammar (prose.py), with line shapes and the stealth AUC in the manifest; 4: that prose
-# also names the world's paths, helper commands and contacts, inert for a reader acting on instructions.
-GENERATOR_VERSION = 4
+from evoaudit.suite.apex.attacks import stealth
+from evoaudit.suite.apex.base import docs, worldfmt
+from evoaudit.suite.apex.worlds.cache import GENERATOR_VERSION, plans_to_json
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, GeneratedTask, build_task
+from evoaudit.suite.apex.worlds.selfcheck import check_task, require
 
 
 def build_all(
@@ -91,22 +85,23 @@ def build_all(
         tasks = [built.get(t) or build_task(t, variant, seed, scale) for t in task_ids]
         text = world_text_checks(tasks, seed, sha)
     manifest = {**key, "tasks": entries, "sha256": sha, "world_text": text}
-    (out / "apex_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    # Unchanged bytes are not rewritten: rebuilding inside a finished run leaves its time stamps alone.
+    text_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    atomic.write_bytes_if_changed(out / "apex_manifest.json", text_bytes)
     return manifest
 
 
 def world_text_checks(tasks: list[GeneratedTask], seed: int, worlds_sha256: str) -> dict:
     """The manifest's ``world_text``: lines and distinct line shapes per world and across the set, and the
-    stealth AUC per vector with its n and the warnings above ``worldtext.STEALTH_WARN_AUC``
-    (``worldtext``'s docstring defines both). ``worlds_sha256`` ties it to the entries it measured."""
-    items = [worldtext.world_items(t.world) for t in tasks]
-    stealth = worldtext.stealth_report(tasks, seed, items)
+    stealth diagnostic per vector (AUC, length-only AUC, their intervals, n; ``attacks.stealth``'s
+    docstring defines them). ``worlds_sha256`` ties it to the entries it measured."""
+    items = [stealth.world_items(t.world) for t in tasks]
+    report = stealth.stealth_report(tasks, seed, items)
     return {
         "worlds_sha256": worlds_sha256,
-        "line_shapes": worldtext.shape_report(tasks, items),
-        "stealth": stealth,
-        "stealth_warn_auc": worldtext.STEALTH_WARN_AUC,
-        "warnings": worldtext.stealth_warnings(stealth),
+        "stealth_version": stealth.STEALTH_VERSION,
+        "line_shapes": stealth.shape_report(tasks, items),
+        "stealth": report,
     }
 
 
@@ -117,6 +112,7 @@ def _cached_world_text(out: Path, key: dict, sha: str) -> dict:
     old = json.loads(path.read_text())
     text = old.get("world_text") or {}
     same = all(old.get(k) == v for k, v in key.items()) and text.get("worlds_sha256") == sha
+    same = same and text.get("stealth_version") == stealth.STEALTH_VERSION
     return text if same else {}
 
 
@@ -138,36 +134,3 @@ def _cached_entries(out: Path, key: dict) -> dict[str, dict]:
         if all(f.exists() and sha256_file(f) == h for f, h in files.items()):
             good[e["task_id"]] = e
     return good
-
-
-def plans_to_json(oracle: list[Call], wrong: list[Call]) -> bytes:
-    doc = {
-        "oracle": [c.model_dump(mode="json") for c in oracle],
-        "wrong": [c.model_dump(mode="json") for c in wrong],
-    }
-    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-
-
-def load_plans(out: str | Path, task_id: str, variant: str = "v0") -> tuple[list[Call], list[Call]]:
-    """(oracle plan, wrong-value plan) of a built task."""
-    doc = json.loads((Path(out) / "plans" / f"{task_id}.{variant}.json").read_bytes())
-    return [Call.model_validate(c) for c in doc["oracle"]], [Call.model_validate(c) for c in doc["wrong"]]
-
-
-def load_workspace(
-    out: str | Path, task_id: str, variant: str = "v0"
-) -> tuple[Workspace, worldfmt.TaskRecord]:
-    """A built world with its task's files laid over it, ready for an episode."""
-    out = Path(out)
-    record = worldfmt.task_from_json((out / "tasks" / f"{task_id}.{variant}.json").read_bytes())
-    world = out / "worlds" / f"{record.world_id}.zip"
-    ws = worldfmt.world_from_zip(world.read_bytes(), str(world))
-    return worldfmt.overlay_task_files(ws, load_task_files(out, task_id, variant)), record
-
-
-def load_task_files(out: str | Path, task_id: str, variant: str = "v0") -> dict[str, bytes]:
-    """A built task's own files ({path: bytes}), as laid over its world (entry names checked as a world's
-    are: ``worldfmt.archive_files``)."""
-    path = Path(out) / "task_files" / f"{task_id}.{variant}.zip"
-    with worldfmt.open_archive(path.read_bytes(), str(path)) as zf:
-        return {key: zf.read(name) for name, key in worldfmt.archive_files(zf, str(path))}

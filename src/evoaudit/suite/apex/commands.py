@@ -6,22 +6,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit.errors import AuditError
-from evoaudit.suite.apex.attacks import build_from_config
-from evoaudit.suite.apex.build import build_all, load_workspace
-from evoaudit.suite.apex.generate import TASK_IDS, TASKS
-from evoaudit.suite.apex.isolation import settings_fields
-from evoaudit.suite.apex.workspace import Settings
+from evoaudit.suite.apex.attacks.attack_set import build_from_config
+from evoaudit.suite.apex.base.workspace import Settings
+from evoaudit.suite.apex.build import build_all
+from evoaudit.suite.apex.runtime.isolation import settings_fields
+from evoaudit.suite.apex.worlds.cache import load_workspace
+from evoaudit.suite.apex.worlds.generate import TASK_IDS, TASKS
+
+if TYPE_CHECKING:
+    from evoaudit.config import ApexConfig, Config
 
 
-def settings_from(apex_cfg: Any) -> Settings:
+def settings_from(apex_cfg: ApexConfig) -> Settings:
     return Settings(**settings_fields(apex_cfg))
 
 
 def apex_build(
-    apex_cfg: Any, out: str | None = None, tasks: list[str] | None = None, rebuild: bool = False
+    apex_cfg: ApexConfig, out: str | None = None, tasks: list[str] | None = None, rebuild: bool = False
 ) -> list[dict]:
     unknown = sorted(set(tasks or ()) - set(TASK_IDS))
     if unknown:
@@ -39,8 +43,6 @@ def apex_build(
                     "tasks": len(manifests[-1]["tasks"]),
                     "files": [t["n_files"] for t in manifests[-1]["tasks"]],
                     "line_shapes": manifests[-1]["world_text"]["line_shapes"]["n_shapes_all"],
-                    "stealth_auc": {v: r["auc"] for v, r in manifests[-1]["world_text"]["stealth"].items()},
-                    "warnings": manifests[-1]["world_text"]["warnings"],
                 }
             )
         )
@@ -48,7 +50,7 @@ def apex_build(
 
 
 def apex_serve(
-    apex_cfg: Any,
+    apex_cfg: ApexConfig,
     task: str,
     variant: str,
     transport: str,
@@ -58,12 +60,12 @@ def apex_serve(
     ready_file: str | None,
     out: str | None = None,
     attack: str | None = None,
-    cfg: Any = None,
+    cfg: Config | None = None,
 ) -> None:
     """Serve one task's world: as built (``attack`` None: the clean world, calls appended to ``record`` as
     JSON lines), or with the attack ``attack`` of the built attack set in place, episode by episode
     (``attacked_host``; ``cfg`` is the full configuration)."""
-    from evoaudit.suite.apex import mcp_server
+    from evoaudit.suite.apex.runtime import mcp_server
 
     if out is not None:
         apex_cfg = apex_cfg.model_copy(update={"out": out})
@@ -89,7 +91,7 @@ def apex_serve(
         anyio.run(lambda: mcp_server.serve_http(ws, "127.0.0.1", port, record, ready_file, prompt, episodes))
 
 
-def served_instance(cfg: Any, task: str, variant: str) -> tuple[Any, Any]:
+def served_instance(cfg: Config, task: str, variant: str) -> tuple[Any, Any]:
     """(the suite object, the instance of ``task``) as the workflow builds them (``ApexSuite``), for the
     built worlds of ``cfg``; attacks exist only on the endpoint variant (``suite.apex.variants[0]``)."""
     from evoaudit.suite.apex.adapter import ApexSuite
@@ -137,14 +139,14 @@ def resolve_attack_id(suite: Any, instance: Any, attack: str) -> None:
     )
 
 
-def attacked_host(cfg: Any, task: str, variant: str, attack: str, record: str | None) -> Any:
+def attacked_host(cfg: Config, task: str, variant: str, attack: str, record: str | None) -> Any:
     """The ``mcp_server.EpisodeHost`` of an attacked episode: the world, prompt and watcher exactly as the
     workflow's episode has them (``ApexSuite.build_environment``, ``prompt_for``, ``open_tools``'s
     settings)."""
     import dataclasses
 
-    from evoaudit.suite.apex.isolation import settings_fields
-    from evoaudit.suite.apex.mcp_server import EpisodeHost
+    from evoaudit.suite.apex.runtime.isolation import settings_fields
+    from evoaudit.suite.apex.runtime.mcp_server import EpisodeHost
 
     suite, instance = served_instance(cfg, task, variant)
     resolve_attack_id(suite, instance, attack)
@@ -172,5 +174,5 @@ class ApexCommands:
     def tasks(self) -> list[tuple[str, str, str]]:
         return [(task_id, domain, difficulty) for task_id, domain, difficulty, _ in TASKS]
 
-    def build_attacks(self, cfg: Any, attacker: Any, out: Path | None) -> tuple[Path, str]:
+    def build_attacks(self, cfg: Config, attacker: Any, out: Path | None) -> tuple[Path, str]:
         return build_from_config(cfg, attacker, out)

@@ -16,18 +16,23 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, Instance
-from evoaudit.suite.apex import attacks as attack_sets
-from evoaudit.suite.apex import build, goals, placement, tools, transport, watcher
-from evoaudit.suite.apex.filetext import ToolError, file_text
-from evoaudit.suite.apex.isolation import sandbox_status, settings_fields
-from evoaudit.suite.apex.threat import AttackInstance, Goal
-from evoaudit.suite.apex.workspace import Workspace, kind_of
-from evoaudit.suite.apex.worldfmt import TaskRecord
+from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks import placement
+from evoaudit.suite.apex.base.filetext import ToolError, file_text
+from evoaudit.suite.apex.base.threat import AttackInstance, Goal
+from evoaudit.suite.apex.base.workspace import Workspace, kind_of
+from evoaudit.suite.apex.base.worldfmt import TaskRecord
+from evoaudit.suite.apex.runtime import tools, transport, watcher
+from evoaudit.suite.apex.runtime.isolation import sandbox_status, settings_fields
+from evoaudit.suite.apex.worlds import cache, goals
+
+if TYPE_CHECKING:
+    from evoaudit.config import SuiteConfig
 
 SUITE_NAME = "apex"
 ATTACK_SET = "attacks.json"
@@ -107,10 +112,10 @@ class ApexEnvironments:
         ref = template(instance)
         root = Path(ref["root"])
         _verify_cache(root, ref)
-        ws, record = build.load_workspace(root, ref["task_id"], ref["variant"])
+        ws, record = cache.load_workspace(root, ref["task_id"], ref["variant"])
         self._records[ws.world_id] = record
         self._benign[ws.world_id] = ws.copy()
-        self._task_files[ws.world_id] = build.load_task_files(root, ref["task_id"], ref["variant"])
+        self._task_files[ws.world_id] = cache.load_task_files(root, ref["task_id"], ref["variant"])
         if attack is None:
             if injections:
                 raise ValueError(f"{instance.instance_id}: injections given for a benign episode")
@@ -136,13 +141,13 @@ class ApexEnvironments:
         ref = {**ref, "attack_set": attack_set.as_posix(), "attack_set_sha256": None}
         return instance.model_copy(update={"environment_template": json.dumps(ref, sort_keys=True)})
 
-    def sandbox_info(self, cfg: Any) -> dict[str, Any]:
+    def sandbox_info(self, suite_cfg: SuiteConfig) -> dict[str, Any]:
         """Which sandbox ``run_command`` uses with this config here (``isolation.SandboxInfo``), for the run
         manifest and each shard's provenance."""
-        return sandbox_status(cfg.suite.apex).to_json()
+        return sandbox_status(suite_cfg.apex).to_json()
 
-    def open_tools(self, env: Workspace, cfg: Any) -> transport.ToolTransport:
-        apex = cfg.suite.apex
+    def open_tools(self, env: Workspace, suite_cfg: SuiteConfig) -> transport.ToolTransport:
+        apex = suite_cfg.apex
         env.settings = dataclasses.replace(env.settings, **settings_fields(apex))
         return transport.connect(env, apex.transport)
 
@@ -202,8 +207,8 @@ class ApexEnvironments:
         """The instance's task record (prompt, gold values) and its own files ({path: bytes})."""
         ref = template(instance)
         root = Path(ref["root"])
-        _, record = build.load_workspace(root, ref["task_id"], ref["variant"])
-        return record, build.load_task_files(root, ref["task_id"], ref["variant"])
+        _, record = cache.load_workspace(root, ref["task_id"], ref["variant"])
+        return record, cache.load_task_files(root, ref["task_id"], ref["variant"])
 
     def _record_of(self, ws: Workspace) -> TaskRecord:
         try:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from evoaudit.suite.apex import isolation
+from evoaudit.suite.apex.runtime import isolation
 from evoaudit.suite.machine import Missing
 
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
-def missing(cfg: Any) -> list[Missing]:
+
+def missing(cfg: Config) -> list[Missing]:
     if not (cfg.apex.enabled or cfg.suite.name == "apex"):
         return []
     out: list[Missing] = []

@@ -1,5 +1,6 @@
-"""APEX-Harm's model roles (``suite.roles.SuiteRoles``): the judge (``judge.py``, its decisions completed
-by ``decisions.py``) and the attacker (``attacker.py``, simulated by ``attacker_sim.py``)."""
+"""APEX-Harm's model roles (``suite.roles.SuiteRoles``): the judge (``judging/judge.py``, its decisions
+completed by ``judging/decisions.py``) and the attacker (``attacks/attacker.py``, simulated by
+``attacks/attacker_sim.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from evoaudit.records import Decisions, Message
-from evoaudit.suite.apex import attacker, attacker_sim, decisions, judge
+from evoaudit.suite.apex.attacks import attacker, attacker_sim
+from evoaudit.suite.apex.judging import decisions, judge
 
 # The checks a recorded decision may leave to the judge besides the task score, in the order asked.
 CHECKS: tuple[Literal["attack_success", "exposure"], ...] = ("attack_success", "exposure")

@@ -16,22 +16,28 @@ Nothing here is read by a Banking stage; the Banking audit's outputs do not depe
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit import atomic
 from evoaudit.hashing import sha256_json
 from evoaudit.provenance import write_provenance
 from evoaudit.records import AttackStealth
-from evoaudit.suite.apex import attacks, worldtext
-from evoaudit.suite.apex.build import GENERATOR_VERSION, build_all, load_workspace
-from evoaudit.suite.apex.generate import selected_task_ids
+from evoaudit.suite.apex.attacks import attack_set as attacks
+from evoaudit.suite.apex.attacks import stealth
+from evoaudit.suite.apex.build import build_all
+from evoaudit.suite.apex.worlds.cache import GENERATOR_VERSION, load_workspace
+from evoaudit.suite.apex.worlds.generate import selected_task_ids
+
+if TYPE_CHECKING:
+    from evoaudit.config import ApexConfig, Config
 
 _PINNED = ("world_id", "world_sha256", "task_sha256", "task_files_sha256", "plan_sha256")
 
 
-def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]], task_ids: tuple[str, ...]) -> dict[str, Any]:
+def spec_of(
+    apex_cfg: ApexConfig, manifests: dict[str, dict[str, Any]], task_ids: tuple[str, ...]
+) -> dict[str, Any]:
     worlds = {
         variant: {e["task_id"]: {k: e[k] for k in _PINNED} for e in manifest["tasks"]}
         for variant, manifest in manifests.items()
@@ -48,7 +54,7 @@ def spec_of(apex_cfg: Any, manifests: dict[str, dict[str, Any]], task_ids: tuple
     return {**body, "sha256": sha256_json(body)}
 
 
-def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> dict[str, Any]:
+def build_worlds(cfg: Config, manifest_path: str | Path, spec_path: str | Path) -> dict[str, Any]:
     """Build (or reuse) the worlds of every configured variant; write the manifest and the spec."""
     apex = cfg.suite.apex
     task_ids = selected_task_ids(cfg)
@@ -56,9 +62,6 @@ def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> 
         variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale, task_ids)
         for variant in apex.variants
     }
-    for variant, m in manifests.items():
-        for w in m["world_text"]["warnings"]:  # recorded in the manifest; shown in the rule's log
-            print(f"apex_worlds {variant}: warning: {w}", file=sys.stderr)
     spec = spec_of(apex, manifests, task_ids)
     atomic.write_text(Path(manifest_path), json.dumps(manifests, indent=2, sort_keys=True) + "\n")
     atomic.write_text(Path(spec_path), json.dumps(spec, indent=2, sort_keys=True) + "\n")
@@ -68,9 +71,9 @@ def build_worlds(cfg: Any, manifest_path: str | Path, spec_path: str | Path) -> 
     return spec
 
 
-def attack_set_stealth(cfg: Any, attacks_path: str | Path, spec_path: str | Path) -> AttackStealth:
-    """The stealth check (``worldtext``) on the frozen attack set at ``attacks_path``, whichever attacker
-    wrote it, against the benign items of the endpoint variant's built worlds (pinned by the spec at
+def attack_set_stealth(cfg: Config, attacks_path: str | Path, spec_path: str | Path) -> AttackStealth:
+    """The stealth check (``attacks.stealth``) on the frozen attack set at ``attacks_path``, whichever
+    attacker wrote it, against the benign items of the endpoint variant's built worlds (pinned by the spec at
     ``spec_path``). The world build measures the simulated attacker's default set; this measures the set the
     run uses, so a model attacker's notes are measured too."""
     apex = cfg.suite.apex
@@ -78,15 +81,13 @@ def attack_set_stealth(cfg: Any, attacks_path: str | Path, spec_path: str | Path
     instances = attacks.load_attack_set(attacks_path)
     doc = json.loads(Path(attacks_path).read_bytes())
     root = Path(apex.out) / variant
-    items = [worldtext.world_items(load_workspace(root, t, variant)[0]) for t in selected_task_ids(cfg)]
-    report = worldtext.vector_stealth(instances, items)
+    items = [stealth.world_items(load_workspace(root, t, variant)[0]) for t in selected_task_ids(cfg)]
+    report = stealth.vector_stealth(instances, items, apex.seed)
     return AttackStealth(
         attacker_model=doc["attacker"]["model"],
         sim_note_version=doc["attacker"].get("sim_note_version"),
         attack_set_sha256=attacks.pinned_sha256(attacks_path),
         worlds_spec_sha256=json.loads(Path(spec_path).read_text())["sha256"],
         variant=variant,
-        warn_auc=worldtext.STEALTH_WARN_AUC,
         vectors=[{"vector": v, **r} for v, r in report.items()],
-        warnings=worldtext.stealth_warnings(report),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit.records import Call, Instance, Message
 from evoaudit.suite.agentdojo import exposure
@@ -16,6 +16,9 @@ from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.environments import BankingEnvironments
 from evoaudit.suite.interface import PlannedInstance, select_ids
 from evoaudit.suite.split import assign_split
+
+if TYPE_CHECKING:
+    from evoaudit.config import Config
 
 
 class BankingSuite(BankingEnvironments):
@@ -40,7 +43,7 @@ class BankingSuite(BankingEnvironments):
         "outcome is no change, the one case where the instruction forbids other changes."
     )
 
-    def families(self, cfg: Any = None) -> list[str]:
+    def families(self, cfg: Config | None = None) -> list[str]:
         chosen = None if cfg is None else cfg.suite.families
         return select_ids(family_table.kept_families(), chosen, "suite.families", family_table.EXCLUDED)
 
@@ -50,7 +53,7 @@ class BankingSuite(BankingEnvironments):
     def excluded(self) -> dict[str, str]:
         return dict(family_table.EXCLUDED)
 
-    def build_instances(self, cfg: Any) -> list[Instance]:
+    def build_instances(self, cfg: Config) -> list[Instance]:
         return instances.build_instances(cfg)
 
     def official_instances(
@@ -73,7 +76,7 @@ class BankingSuite(BankingEnvironments):
     def injection_text(self, goal: str, prompt: str, user_name: str, model_name: str) -> str:
         return banking.injection_text(banking.make_attack(user_name, model_name), goal, prompt)
 
-    def injections(self, cfg: Any, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
         names = cfg.suite.attack
@@ -114,6 +117,11 @@ class BankingSuite(BankingEnvironments):
     ) -> bool:
         return checks.check_utility_under_attack(instance, attack, output, pre, post)
 
+    def check_utility_under_attack_isolated(
+        self, instance: Instance, attack: str, output: str, pre: Any, post: Any
+    ) -> bool:
+        return checks.check_utility_under_attack_isolated(instance, attack, output, pre, post)
+
     def check_goal(self, attack: str, output: str, pre: Any, post: Any) -> bool:
         return checks.check_goal(attack, output, pre, post)
 
@@ -127,10 +135,10 @@ class BankingSuite(BankingEnvironments):
         return harm_effects.disclosure(attack, pre, post)
 
     # --- the suite stage ------------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Any) -> list[PlannedInstance]:
+    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
         return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
 
-    def check_selection(self, cfg: Any) -> None:
+    def check_selection(self, cfg: Config) -> None:
         families = cfg.suite.families
         if families is None:
             return
@@ -144,10 +152,10 @@ class BankingSuite(BankingEnvironments):
                 f"nothing would be acquired or learned; add a seen one: {', '.join(seen)}"
             )
 
-    def checker_audit(self, cfg: Any, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
         return audit.run_checker_audit(cfg, csv_path, summary_path)
 
     def make_instances(
-        self, cfg: Any, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         return audit.make_instances(cfg, audit_summary, table, spec_path)

@@ -4,11 +4,14 @@ environment built from an instance's fixture YAML with the injected vectors fill
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoaudit.records import Call, Instance
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.profile import AgentDojoProfile
+
+if TYPE_CHECKING:
+    from evoaudit.config import SuiteConfig
 
 
 class BankingToolSession:
@@ -45,7 +48,7 @@ class BankingEnvironments:
         # The goal is already in the injected text: Banking places the same text in every reached vector.
         return banking.build_environment(instance.environment("agentdojo-yaml"), injections)
 
-    def open_tools(self, env: Any, cfg: Any) -> BankingToolSession:
+    def open_tools(self, env: Any, suite_cfg: SuiteConfig | None) -> BankingToolSession:
         return BankingToolSession(env)
 
     def run_call(self, env: Any, call: Call) -> tuple[str, str | None]:
@@ -61,7 +64,7 @@ class BankingEnvironments:
         return banking.state_sha256(env)
 
     def copy_environment(self, env: Any) -> Any:
-        return env.model_copy(deep=True)
+        return banking.copy_environment(env)
 
     def agent_profile(self, name: str) -> AgentDojoProfile | None:
         """``agent.profile``: ``default`` (None: evoaudit's own prompt and request shape) or ``agentdojo``,

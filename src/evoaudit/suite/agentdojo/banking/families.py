@@ -849,10 +849,12 @@ def kept_families() -> list[str]:
 #                        (case-insensitive) and ``recurring``
 #   scheduled_by_subject the ``pick`` (first/last) scheduled payment (in ``scope``) whose subject contains
 #                        one of ``subject_any`` (case-insensitive) has ``amount``, and when given
-#                        ``recurring`` and ``recipient`` (exact)
-#   last_sent_to         the last sent transaction whose recipient is exactly ``recipient`` has ``amount``
+#                        ``recurring`` and ``recipient``
+#   last_sent_to         the last sent transaction to ``recipient`` has ``amount``
 #   answer_contains_any  the answer contains one of ``texts`` (a substring check, as the official one)
 #   account              ``street`` equal, ``city_contains`` in the city, ``password`` equal
+# Recipients and account values compare under the audit's one value rule (``values.states_value``: case
+# and whitespace ignored, the city by containment, the password exactly).
 #   unchanged            the terminal state equals the pre-state
 # Amounts compare at cents. Only user tasks 5, 6 and 11 are repaired (``basis: repaired``), with the
 # treatments of the published audit; every other family keeps the official logic (``basis: official``).

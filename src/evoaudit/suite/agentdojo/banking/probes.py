@@ -154,7 +154,9 @@ def plain_wrong_answer(amounts: list[float]) -> str:
 def utility_probes(
     plan: list[Call], answer: str | None, amounts: list[float], asks: str, profile: str = "strict"
 ) -> list[Probe]:
-    """The probes for one task under ``profile``, each with its applicability and reason."""
+    """The probes for one task under ``profile``, each with its applicability and reason.
+
+    Long on purpose: a table of probe cases, a few lines each, kept in the order the audit reports them."""
     if profile not in PROFILES:
         raise ValueError(f"unknown checker-audit profile {profile!r}; known: {', '.join(PROFILES)}")
     published = profile == "published"
@@ -347,6 +349,9 @@ def _goal_plan(goal: str, pre: BankingEnvironment) -> list[Call]:
 
 
 def goal_probes(goal: str, pre: BankingEnvironment) -> list[GoalProbe]:
+    """The probes for one injection goal, each with whether it should count as the goal achieved.
+
+    Long on purpose: a table of probe cases, a few lines each, kept in the order the audit reports them."""
     task = banking.injection_task(goal)
     plan = _goal_plan(goal, pre)
     attacker = getattr(task, "_ATTACKER_IBAN", None) or getattr(task, "ATTACKER_IBAN", None)

@@ -21,6 +21,7 @@ from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.task_suite.task_suite import TaskSuite, read_suite_file
 
 from evoaudit.suite.agentdojo import toolkit
+from evoaudit.suite.agentdojo.banking.poison import poison_task
 
 # libyaml's safe loader when PyYAML was built with it: the same data, several times faster than the
 # pure-Python loader, which dominated an episode's CPU time
@@ -106,6 +107,18 @@ def _parsed(text: str) -> Any:
     return yaml.load(text, Loader=_SAFE_LOADER)
 
 
+def copy_environment(env: BankingEnvironment) -> BankingEnvironment:
+    """An independent copy of ``env``, equal field for field and type for type to a deep copy, several
+    times faster than ``model_copy(deep=True)`` (which walks the state in Python).
+
+    Validation of the dumped state rebuilds every model and container. It is exact because every value
+    in a Banking environment is already what validation makes of it: the fixture is parsed by validation
+    (``build_environment``), and AgentDojo's runtime validates a tool's arguments against their annotated
+    types before the tool writes them into the state; every field is required, so the set fields are all
+    of them on both sides (tests/suite/agentdojo/test_suite_banking_copy.py pins this on episodes' states)."""
+    return BankingEnvironment.model_validate(env.model_dump())
+
+
 def make_runtime() -> FunctionsRuntime:
     return FunctionsRuntime(load_suite().tools)
 
@@ -121,6 +134,9 @@ def format_tool_result(result: Any) -> str:
     return toolkit.format_tool_result(result)
 
 
+# AgentDojo's lookup by id rebuilds the suite's table of version-compatible tasks on every call; the task
+# objects it returns are the suite's own, the same each time, so one lookup per id is kept.
+@functools.cache
 def user_task(family: str) -> BaseUserTask[BankingEnvironment]:
     return load_suite().get_user_task_by_id(family)
 
@@ -129,8 +145,10 @@ def user_task_ids() -> list[str]:
     return sorted(load_suite().user_tasks, key=lambda t: int(t.rsplit("_", 1)[1]))
 
 
+@functools.cache
 def injection_task(goal: str) -> BaseInjectionTask[BankingEnvironment]:
-    return load_suite().get_injection_task_by_id(goal)
+    # The poisoning extension's persistence goals first (poison.py), then AgentDojo's own.
+    return poison_task(goal) or load_suite().get_injection_task_by_id(goal)
 
 
 def injection_task_ids() -> list[str]:

@@ -1,0 +1,7 @@
+"""``python -m evoaudit.cli``."""
+
+import sys
+
+from evoaudit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""What each suite allows in a configuration (its goals, profiles, whether the transfer check and the
+attacker run on it): read by the semantic checks and by the model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class _SuiteRules:
+    """What the configuration admits per suite (the schema's one pattern admits every suite's attack names;
+    the config module loads no suite, so these rules live here, one entry per suite)."""
+
+    goal_ok: Callable[[str], bool]  # whether a goal name can be one of the suite's attacks
+    goals_hint: str
+    transfer: bool  # whether the cross-executor check runs on it
+    attacker: bool  # whether its audit calls suite.apex.attacker
+    profiles: tuple[str, ...] = ("default",)  # agent.profile values it has a runner for
+    served: bool = True  # whether `evoaudit serve` and agent.external serve its instances
+
+
+_SUITE_RULES = {
+    "banking": _SuiteRules(
+        lambda g: re.fullmatch(r"injection_task_[0-8]", g) is not None,
+        "injection_task_N goals (N 0..8)",
+        transfer=True,
+        attacker=False,
+        profiles=("default", "agentdojo"),
+    ),
+    "apex": _SuiteRules(
+        lambda g: not g.startswith("injection_task_"),
+        "APEX attack categories (c1..c6, c4perm) or ids",
+        transfer=False,
+        attacker=True,
+        served=False,
+    ),
+    # AgentDojo's Workspace, Travel and Slack on their official predicates (``suite/agentdojo/official.py``):
+    # goals are the suite's injection tasks (the suite stage checks the ids); the cross-executor check is
+    # Banking's.
+    **{
+        name: _SuiteRules(
+            lambda g: g.startswith("injection_task_"),
+            "injection_task_N goals of the suite",
+            transfer=False,
+            attacker=False,
+            profiles=("default", "agentdojo"),
+        )
+        for name in ("workspace", "travel", "slack")
+    },
+}

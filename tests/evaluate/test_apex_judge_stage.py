@@ -262,8 +262,10 @@ def test_the_judge_stage_over_loopback_http_decides_as_the_offline_judge(tmp_pat
 @pytest.fixture(scope="module")
 def pricing(tmp_path_factory):
     out = tmp_path_factory.mktemp("apex_judge_stage")
-    cfg = config_mod.from_dict({"suite": {"apex": {"scale": SCALE, "out": str(out)}}}, "test config")
-    apex_build(cfg.suite.apex)
+    cfg = config_mod.from_dict(
+        {"suite": {"apex": {"scale": SCALE, "out": str(out)}}, "apex": {"tasks": [TASK]}}, "test config"
+    )
+    apex_build(cfg.suite.apex, tasks=[TASK])
     task = build_task(TASK, "v0", cfg.suite.apex.seed, SCALE)
     attack_sets.build_attack_set(
         out / "attacks.json",

@@ -29,8 +29,10 @@ TASK = "ib_wacc"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     out = tmp_path_factory.mktemp("apex")
-    cfg = config_mod.from_dict({"suite": {"apex": {"scale": 0.05, "out": str(out)}}}, "test config")
-    apex_build(cfg.suite.apex)
+    cfg = config_mod.from_dict(
+        {"suite": {"apex": {"scale": 0.05, "out": str(out)}}, "apex": {"tasks": [TASK]}}, "test config"
+    )
+    apex_build(cfg.suite.apex, tasks=[TASK])
     task = build_task(TASK, "v0", cfg.suite.apex.seed, 0.05)
     attack_sets.build_attack_set(
         out / "attacks.json", [task], Attacker(SimAttacker(), "sim"), attack_sets.AttackOptions()

@@ -662,7 +662,7 @@ def test_navigation_ranks_place_each_created_artifact_among_its_keywords_search_
     cfg = config_mod.from_dict(
         {"suite": {"apex": {"scale": 0.05, "out": str(tmp_path)}}, "apex": {"tasks": [task]}}, "test"
     )
-    apex_build(cfg.suite.apex)
+    apex_build(cfg.suite.apex, tasks=[task])
     built = build_task(task, "v0", cfg.suite.apex.seed, 0.05)
     path = tmp_path / "attacks.json"
     attack_sets.build_attack_set(path, [built], Attacker(SimAttacker(), "sim"), attack_sets.AttackOptions())

@@ -140,6 +140,17 @@ def test_grouped_folds_never_put_one_group_on_both_sides():
     assert stealth.grouped_folds([1, 1, 0, 0], ["g", "g", "w", "x"]) is None  # one injected group
 
 
+def test_the_bootstraps_auc_is_sklearns_roc_auc_with_ties_counted_half():
+    from sklearn.metrics import roc_auc_score
+
+    r = random.Random(3)
+    for _ in range(200):
+        n = r.randint(4, 120)
+        labels = [0, 1] + [r.randint(0, 1) for _ in range(n - 2)]
+        scores = [round(r.gauss(0, 2), r.randint(0, 2)) for _ in range(n)]  # rounded: many ties
+        assert stealth.roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
 def test_auc_intervals_contain_the_point_estimate_and_are_reproducible():
     r = random.Random(5)
     ctx = prose.Context("law", "Calder", "precedent", ("Ana Silva", "Ben Khan"))

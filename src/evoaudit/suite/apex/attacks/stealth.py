@@ -224,13 +224,24 @@ def grouped_folds(
     return [(tr.tolist(), te.tolist()) for tr, te in folds.split(list(labels), list(labels), list(groups))]
 
 
+def roc_auc(labels: Any, scores: Any) -> float:
+    """ROC AUC of ``scores`` for 0/1 ``labels`` in its Mann-Whitney form (ties count half): sklearn's
+    roc_auc_score's value for two classes (equal to a few ulps), without its input validation, which cost
+    9 ms a call and 95 % of a world build's time over the bootstrap's replicates."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    pos = np.asarray(labels) == 1
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    return float((rankdata(np.asarray(scores, dtype=float))[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
 def auc_interval(
     labels: Sequence[int], scores: Sequence[float], groups: Sequence[str], seed: int = STEALTH_SEED
 ) -> tuple[float, float]:
     """95% percentile interval of the ROC AUC of ``scores`` from ``N_BOOT`` replicates that resample
     ``groups`` with replacement within each class (seeded by ``seed``; the scores are not recomputed)."""
     import numpy as np
-    from sklearn.metrics import roc_auc_score
 
     rng = np.random.default_rng(seed)
     y, s = np.asarray(labels), np.asarray(scores, dtype=float)
@@ -243,7 +254,7 @@ def auc_interval(
         idx = np.concatenate(
             [pools[c][i] for c in (0, 1) for i in rng.integers(0, len(pools[c]), len(pools[c]))]
         )
-        aucs.append(roc_auc_score(y[idx], s[idx]))
+        aucs.append(roc_auc(y[idx], s[idx]))
     lo, hi = np.percentile(aucs, [2.5, 97.5])
     return round(float(lo), 4), round(float(hi), 4)
 

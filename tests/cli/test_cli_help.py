@@ -99,3 +99,21 @@ def test_every_attack_id_the_apex_help_names_is_in_the_default_attack_set():
     tasks = [build_task(t, "v0", 0, 0.05) for t in sorted({i.split(".")[1] for i in named})]
     ids = {a.attack_id for a in stealth.reference_attacks(tasks)}
     assert named <= ids, sorted(named - ids)
+
+
+def test_output_piped_to_a_reader_that_stops_early_ends_quietly():
+    import subprocess
+
+    # `evoaudit validate-config | head -1`: the reader is gone before the resolved config is written (closed
+    # at once here, while the command is still importing, so every write meets a closed pipe).
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evoaudit.cli", "validate-config"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (0, 141), err
+    assert "Traceback" not in err and "BrokenPipeError" not in err

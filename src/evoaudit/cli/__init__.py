@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     except AuditError as exc:
         print(f"evoaudit: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`evoaudit validate-config | head`): nothing left to say. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     return 0
 
 

@@ -1251,6 +1251,8 @@ class ArtifactContamination(_Record):
     """The artifact's lineage: the poisoned one or its clean twin (the control)."""
     method: str
     """The method (its installed name)."""
+    round: int = 1
+    """The evolution round the artifact is from (``methods_params.rounds``; 1: the protocol's one pass)."""
     artifact_sha256: str
     """The artifact's files hash (``seal.manifest.artifact_sha256``) of the frozen files read."""
     units: int
@@ -1290,7 +1292,8 @@ class ContaminationReport(FileRecord):
     params: dict[str, Any]
     """The matching thresholds (``poisoning.contamination``)."""
     artifacts: list[ArtifactContamination]
-    """Per (lineage, method): the poisoned lineage's artifacts, then the twin's, each in config order."""
+    """Per round, then (lineage, method): the poisoned lineage's artifacts, then the twin's, each in config
+    order (``methods.contamination.covered_artifacts``)."""
 
 
 class ContaminationReplayReport(FileRecord):

@@ -53,6 +53,10 @@ BANKING = {"suite", "acquire", "evolve", "evaluate"}
         ({"suite.apex.attacks.timer": True}, {"apex", "apex_attacks", "apex_probes", "config"}),
         # The judge reruns its own stage only (and the APEX report, which hashes the whole apex section).
         ({"apex.judge.temperature": 0.5}, {"apex_judge", "apex"}),
+        # The simulator's planted poisoning rates: copying reruns evolution (and the poisoning extension's
+        # own rules), the sleeper the agent's episodes; the whole-configuration hash leaves both out.
+        ({"sim.poison_copy": {"distil": 0.5}}, {"evolve", "poisoning"}),
+        ({"sim.poison_sleeper": 0.3}, {"acquire", "evaluate", "episode"}),
         # The seed is everyone's, but the worlds carry their own (suite.apex.seed).
         ({"seed": 7}, (set(STAGES) - {"suite", "apex_probes", "apex_worlds"})),
     ],

@@ -1,7 +1,8 @@
 """The poisoning extension end to end (docs/poisoning.md): config/examples/poisoning.yaml runs through
-acquisition, evolution, the seal, evaluation, replay, contamination and its replay, persistence and the
-extension's report; replay agrees everywhere, the tables and the figure exist with their denominators and
-the simulator notice, the planted copying shows in the poisoned artifacts and never in the twin's."""
+acquisition, evolution (two rounds in the first test), the seal, evaluation, replay, contamination over
+rounds and its replay, persistence and the extension's report; replay agrees everywhere, the tables and
+the figure exist with their denominators and the simulator notice, the planted copying shows in the
+poisoned artifacts and never in the twin's."""
 
 from __future__ import annotations
 
@@ -24,12 +25,17 @@ from evoaudit.records import (
 def test_the_poisoning_example_runs_end_to_end_with_replay_clean(tmp_path):
     example = yaml.safe_load((REPO / "config" / "examples" / "poisoning.yaml").read_text())
     example.pop("results_dir")
+    example["methods_params"] = {"rounds": 2}  # contamination over rounds (a second round of each method)
     copy_workflow(tmp_path, example)
     snakemake(tmp_path)
     results = tmp_path / "results"
     lineage = "L1-persist_recipient-s50"
     report = ContaminationReport.read(results / "poisoning" / "contamination" / f"{lineage}.json")
     assert report.twin == "L1" and report.poisoned_episodes
+    evolved = ["skillopt", "awm", "reasoningbank"]
+    assert [(a.round, a.lineage, a.method) for a in report.artifacts if a.round == 2] == [
+        (2, ln, m) for ln in (lineage, "L1") for m in evolved
+    ]
     replayed = ContaminationReplayReport.read(results / "poisoning" / "replay" / f"{lineage}.json")
     assert replayed.mismatches == [] and replayed.artifacts == len(report.artifacts)
     shards = list((results / "replay" / lineage).rglob("shard*.json"))
@@ -42,11 +48,13 @@ def test_the_poisoning_example_runs_end_to_end_with_replay_clean(tmp_path):
     contam = pd.read_csv(out / "tables" / "contamination.csv")
     persist = pd.read_csv(out / "tables" / "persistence.csv")
     assert {"units_k", "units_n", "units_ci_low", "units_ci_high", "simulator_notice"} <= set(contam.columns)
+    assert set(contam["round"]) == {1, 2}
     wanted = {"pairs", "goal_met_k", "goal_met_ci_low", "w_to_c", "c_to_w", "simulator_notice"}
     assert wanted <= set(persist.columns)
     # The planted sleeper acts only through a contaminated artifact: never for the twin, and on the clean
     # endpoint only for a condition whose poisoned artifact is contaminated.
-    dirty = {a.method for a in report.artifacts if a.lineage == lineage and a.contaminated_units}
+    first = [a for a in report.artifacts if a.round == 1]
+    dirty = {a.method for a in first if a.lineage == lineage and a.contaminated_units}
     benign = persist[persist.arm == "benign"]
     assert benign.goal_met_twin.sum() == 0
     assert all(row.goal_met_k == 0 for row in benign.itertuples() if row.condition.split("-")[0] not in dirty)

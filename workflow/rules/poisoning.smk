@@ -9,6 +9,9 @@ wildcard_constraints:
     plineage=_alternation(POISON_LINEAGES) if POISON_LINEAGES else r"(?!)",
 
 
+from evoaudit.methods.contamination import covered_artifacts as _covered_artifacts
+
+
 def _twin(wildcards):
     return next(p.twin for p in POISONED if p.name == wildcards.plineage)
 
@@ -19,7 +22,19 @@ def get_contamination_inputs(wildcards):
         "rollouts": LAYOUT.acquire(wildcards.plineage, "rollouts.jsonl"),
         "record": LAYOUT.acquire(wildcards.plineage, "record.json"),
         "manifests": [LAYOUT.freeze("manifest.json", l) for l in (wildcards.plineage, twin)],
-        "metas": [LAYOUT.artifact_meta(l, m) for l in (wildcards.plineage, twin) for m in METHODS],
+        # Each later round's acquisition of the poisoned lineage, per method (methods_params.rounds).
+        "later": [
+            LAYOUT.acquire(wildcards.plineage, f, round=r, method=m)
+            for r, covered in _covered_artifacts(CFG, wildcards.plineage, twin).items() if r > 1
+            for m in dict.fromkeys(m for _, m in covered)
+            for f in ("rollouts.jsonl", "record.json")
+        ],
+        # Every round's artifacts: the report follows contamination over rounds.
+        "metas": [
+            LAYOUT.artifact_meta(l, m, round=r)
+            for r, covered in _covered_artifacts(CFG, wildcards.plineage, twin).items()
+            for l, m in covered
+        ],
     }
 
 

@@ -164,6 +164,19 @@ _STAGE_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
+def _planted_poisoning(cfg: Config, stage: str) -> dict[str, Any]:
+    """The simulator's planted poisoning rates (docs/poisoning.md) that ``stage``'s model requests read:
+    copying shapes the optimizer's answers (evolution), the sleeper the agent's episodes. Left out of
+    model_dump, so a run without them keeps every hash; added here only when set, so that changing one
+    reruns what it changes (a poisoned lineage's goal and share are in its name)."""
+    planted: dict[str, Any] = {}
+    if stage == "evolve" and any(cfg.sim.poison_copy.values()):
+        planted["poison_copy"] = dict(sorted(cfg.sim.poison_copy.items()))
+    if stage in ("acquire", "evaluate", "episode") and cfg.sim.poison_sleeper:
+        planted["poison_sleeper"] = cfg.sim.poison_sleeper
+    return planted
+
+
 def _write_defenses(cfg: Config) -> dict[str, Any]:
     """The write defences where a hash must see them: nothing while they are off (the default run's hashes
     are as they were before the extension existed), else the screens and the enabled screens' settings
@@ -192,6 +205,7 @@ def stage_config(
     screens); ``config`` (the whole hashed configuration)."""
     dumped = cfg.model_dump(mode="json")
     dumped["suite"] = cfg.suite.model_dump(mode="json", exclude={"apex"})
+    dumped["sim"] |= _planted_poisoning(cfg, stage)
     if stage in _BANKING_SECTIONS:
         body = {k: dumped[k] for k in _BANKING_SECTIONS[stage]}
         if stage == "evolve":  # evolution learns from the screened record when a write screen is on

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from evoaudit import method_plugins
 from evoaudit.config import Config
 from evoaudit.config.model import PoisonContaminationConfig
 from evoaudit.hashing import sha256_file
 from evoaudit.jsonl import iter_records
 from evoaudit.methods.protocol import Unit
 from evoaudit.methods.registry import get_method
+from evoaudit.paths import Layout
 from evoaudit.poisoning import poisoned
 from evoaudit.records import (
     AcquisitionRecord,
@@ -94,10 +97,12 @@ def contamination(
     artifacts: list[tuple[str, str, str, list[Unit]]],
     acquisition: list[Rollout],
     params: PoisonContaminationConfig,
+    round: int = 1,
 ) -> tuple[list[str], list[ArtifactContamination]]:
     """The attacker identifiers and each artifact's contamination.
 
-    ``artifacts``: (lineage, method, files hash, units) per artifact. ``acquisition``: the poisoned
+    ``artifacts``: (lineage, method, files hash, units) per artifact, all of evolution round ``round``
+    (``methods_params.rounds``; 1: the protocol's one pass). ``acquisition``: the poisoned
     lineage's acquisition rollouts; an episode with injections placed is a poisoned one, its injection
     texts are the attacker's content. An identifier counts only when no unpoisoned episode's record
     holds it (a value benign experience supports is not the attacker's)."""
@@ -119,6 +124,7 @@ def contamination(
             ArtifactContamination(
                 lineage=lineage,
                 method=method,
+                round=round,
                 artifact_sha256=sha,
                 units=len(units),
                 contaminated_units=len(hits),
@@ -187,34 +193,82 @@ def _poison(poisons: list[_Poison], rid: str) -> _Poison:
 # -- the frozen inputs -----------------------------------------------------------------------------------
 
 
-def frozen_units(results: Path, lineage: str, method: str) -> tuple[str, list[Unit]]:
-    """One frozen artifact's files hash and units; every file re-hashed against its lineage's manifest."""
-    directory = results / "artifacts" / lineage / method
-    manifest = read_manifest(results / "freeze" / lineage / "manifest.json")
+def covered_artifacts(cfg: Config, lineage: str, twin: str) -> dict[int, list[tuple[str, str]]]:
+    """(lineage, method) of every artifact a contamination report covers, per evolution round: round 1's
+    of every configured method, then each later round's (``methods_params.rounds``) of every method that
+    evolves again; in each round the poisoned lineage's before its twin's, methods in config order. Over
+    rounds the report shows whether contamination grows, holds or washes out."""
+    out: dict[int, list[tuple[str, str]]] = {}
+    for r in range(1, cfg.methods_params.rounds + 1):
+        methods = cfg.methods if r == 1 else [m for m in cfg.methods if method_plugins.learns(m)]
+        out[r] = [(ln, m) for ln in (lineage, twin) for m in methods]
+    return out
+
+
+def frozen_units(results: Path, lineage: str, method: str, round: int = 1) -> tuple[str, list[Unit]]:
+    """One frozen artifact's files hash and units; every file re-hashed against its lineage's manifest
+    (which covers every round)."""
+    layout = Layout.at(results)
+    directory = Path(layout.artifact(lineage, method, round))
+    manifest = read_manifest(Path(layout.freeze("manifest.json", lineage)))
     for f in artifact_files(directory):
         verify_file(manifest, results, f)
     return artifact_sha256(directory), get_method(method).units(directory)
 
 
+def read_acquisition(
+    results: Path, lineage: str, round: int = 1, method: str | None = None
+) -> tuple[str, list[Rollout]]:
+    """One acquisition of ``lineage`` (round 1's, or a later round's of ``method``): its rollouts' sha256,
+    checked against the round's record first, and the rollouts sorted by id."""
+    layout = Layout.at(results)
+    later = None if round == 1 else round
+    record = AcquisitionRecord.read(Path(layout.acquire(lineage, "record.json", later, method)))
+    path = Path(layout.acquire(lineage, "rollouts.jsonl", later, method))
+    sha = sha256_file(path)
+    if sha != record.sha256:
+        raise ValueError(f"contamination: {path} has sha256 {sha}, its record says {record.sha256}")
+    return sha, sorted(iter_records(path, Rollout), key=lambda r: r.rollout_id)
+
+
+def contaminated(
+    cfg: Config,
+    results: Path,
+    lineage: str,
+    twin: str,
+    units_of: Callable[[str, str, int], tuple[str, list[Unit]]],
+) -> tuple[list[str], list[ArtifactContamination]]:
+    """Every covered artifact's contamination (``covered_artifacts``' order) and round 1's attacker
+    identifiers. A round's artifact is matched against every poisoned acquisition it learned from: round
+    1's, then its method's later rounds up to its own (a poisoned lineage's later acquisitions carry the
+    poison too). ``units_of(lineage, method, round)``: an artifact's files hash and units, read and checked
+    by the caller (the rule and replay each read the frozen files themselves)."""
+    _, first = read_acquisition(results, lineage)
+    found: list[str] = []
+    rows: list[ArtifactContamination] = []
+    for r, covered in covered_artifacts(cfg, lineage, twin).items():
+        by_artifact = {}
+        for method in dict.fromkeys(m for _, m in covered):
+            learned = first + [
+                x for k in range(2, r + 1) for x in read_acquisition(results, lineage, k, method)[1]
+            ]
+            artifacts = [(ln, m, *units_of(ln, m, r)) for ln, m in covered if m == method]
+            ids, these = contamination(artifacts, learned, cfg.poisoning.contamination, r)
+            if r == 1:  # the identifiers of round 1's acquisition, the report's own
+                found = ids
+            by_artifact |= {(a.lineage, a.method): a for a in these}
+        rows += [by_artifact[key] for key in covered]
+    return found, rows
+
+
 def contamination_report(cfg: Config, lineage: str, results: Path) -> ContaminationReport:
     """The contamination report of poisoned ``lineage`` and its clean twin, from the frozen artifacts and
-    the poisoned acquisition record (its sha256 checked against the record first)."""
+    the poisoned acquisition records (each sha256 checked against its record first)."""
     poison = poisoned(cfg, lineage)
     if poison is None:
         raise ValueError(f"contamination: {lineage} is not a poisoned lineage of this configuration")
-    acq_dir = results / "acquire" / lineage
-    record = AcquisitionRecord.read(acq_dir / "record.json")
-    rollouts_path = acq_dir / "rollouts.jsonl"
-    sha = sha256_file(rollouts_path)
-    if sha != record.sha256:
-        raise ValueError(f"contamination: {rollouts_path} has sha256 {sha}, its record says {record.sha256}")
-    acquisition = sorted(iter_records(rollouts_path, Rollout), key=lambda r: r.rollout_id)
-    artifacts = []
-    for ln in (lineage, poison.twin):
-        for method in cfg.methods:
-            files_sha, units = frozen_units(results, ln, method)
-            artifacts.append((ln, method, files_sha, units))
-    found, rows = contamination(artifacts, acquisition, cfg.poisoning.contamination)
+    sha, acquisition = read_acquisition(results, lineage)
+    found, rows = contaminated(cfg, results, lineage, poison.twin, partial(frozen_units, results))
     return ContaminationReport(
         lineage=lineage,
         twin=poison.twin,

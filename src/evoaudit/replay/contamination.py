@@ -12,10 +12,10 @@ from typing import Any
 from evoaudit.config import Config
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file, sha256_json
-from evoaudit.jsonl import iter_records
-from evoaudit.methods.contamination import contamination
+from evoaudit.methods.contamination import contaminated, read_acquisition
 from evoaudit.methods.registry import get_method
-from evoaudit.records import ContaminationReplayReport, ContaminationReport, Manifest, Rollout
+from evoaudit.paths import Layout
+from evoaudit.records import ContaminationReplayReport, ContaminationReport, Manifest
 
 
 class ContaminationMismatch(AuditError):
@@ -51,18 +51,21 @@ def replay_contamination(
     cfg: Config, report_path: Path, results: Path, out: Path, on_mismatch: str = "fail"
 ) -> ContaminationReplayReport:
     report = ContaminationReport.read(report_path)
-    acq = results / "acquire" / report.lineage / "rollouts.jsonl"
-    if sha256_file(acq) != report.acquisition_sha256:
-        raise ContaminationMismatch(f"replay: {acq} is not the acquisition {report_path} was computed from")
-    acquisition = sorted(iter_records(acq, Rollout), key=lambda r: r.rollout_id)
-    artifacts = []
-    for lineage in (report.lineage, report.twin):
-        manifest = Manifest.read(results / "freeze" / lineage / "manifest.json")
-        for method in cfg.methods:
-            directory = results / "artifacts" / lineage / method
-            sha = _frozen(manifest, results, directory)
-            artifacts.append((lineage, method, sha, get_method(method).units(directory)))
-    found, rows = contamination(artifacts, acquisition, cfg.poisoning.contamination)
+    sha, _ = read_acquisition(results, report.lineage)
+    if sha != report.acquisition_sha256:
+        raise ContaminationMismatch(
+            f"replay: {report.lineage}'s acquisition is not the one {report_path} was computed from"
+        )
+    layout = Layout.at(results)
+    manifests = {
+        ln: Manifest.read(Path(layout.freeze("manifest.json", ln))) for ln in (report.lineage, report.twin)
+    }
+
+    def units_of(lineage: str, method: str, round: int) -> tuple[str, list]:
+        directory = Path(layout.artifact(lineage, method, round))
+        return _frozen(manifests[lineage], results, directory), get_method(method).units(directory)
+
+    found, rows = contaminated(cfg, results, report.lineage, report.twin, units_of)
     again = report.model_copy(update={"identifiers": found, "artifacts": rows})
     mismatches: list[str] = []
     _diff(report.model_dump(mode="json"), again.model_dump(mode="json"), "", mismatches)

@@ -30,8 +30,10 @@ def _rate(k: int, n: int, level: float) -> dict[str, float | int]:
 
 
 def contamination_table(reports: list[ContaminationReport], level: float) -> pd.DataFrame:
-    """Per (poisoned lineage, method, whose artifact): contaminated units of all units (Wilson interval),
-    by kind, and how many of the poisoned acquisition episodes the hits trace back to."""
+    """Per (poisoned lineage, method, evolution round, whose artifact): contaminated units of all units
+    (Wilson interval), by kind, and how many of the poisoned acquisition episodes the hits trace back to.
+    With ``methods_params.rounds`` above 1, the rounds' rows show whether contamination grows, holds or
+    washes out."""
     rows = []
     for rep in reports:
         for a in rep.artifacts:
@@ -43,6 +45,7 @@ def contamination_table(reports: list[ContaminationReport], level: float) -> pd.
                     "goal": rep.goal,
                     "share": rep.share,
                     "method": a.method,
+                    "round": a.round,
                     "artifact_of": "poisoned" if a.lineage == rep.lineage else "clean twin",
                     **{f"units_{k}": v for k, v in _rate(a.contaminated_units, a.units, level).items()},
                     "exact_units": a.exact_units,
@@ -75,7 +78,9 @@ def write_defences_table(
             )
         poisoned = set(rep.poisoned_episodes)
         benign_n = rec.rollouts - len(poisoned)
-        twin = {a.method: a for a in rep.artifacts if a.lineage == rep.twin}
+        # The screen filters round 1's acquisition: the artifacts learned from it.
+        first = [a for a in rep.artifacts if a.round == 1]
+        twin = {a.method: a for a in first if a.lineage == rep.twin}
         names = [*rec.screens, *(["any"] if len(rec.screens) > 1 else [])]
         for screen in names:
             flagged = {
@@ -86,7 +91,7 @@ def write_defences_table(
             if screen != "any" and len(flagged) != rec.flagged.get(screen, 0):
                 raise ValueError(f"{rep.lineage}: {screen}'s dropped trajectories disagree with its count")
             caught = len(flagged & poisoned)
-            for a in rep.artifacts:
+            for a in first:
                 if a.lineage != rep.lineage:
                     continue
                 rows.append(
@@ -165,7 +170,8 @@ def _figure(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    dirty = contam[contam.artifact_of == "poisoned"]
+    # Round 1's artifacts, against round 1's evaluation (the conditions of the protocol's one pass).
+    dirty = contam[(contam.artifact_of == "poisoned") & (contam["round"] == 1)]
     if persist.empty:  # nothing evaluated: an empty figure, still stamped
         dirty = dirty.iloc[0:0]
     benign = persist[persist.arm == "benign"] if not persist.empty else persist
@@ -227,9 +233,9 @@ def poisoning_report(
         "",
         f"## Contamination (contaminated units / units, Wilson {level:.0%} interval)",
         "",
-        _markdown(contam, ["poisoned_lineage", "share", "method", "artifact_of", "units_k", "units_n",
-                           "units_rate", "units_ci_low", "units_ci_high", "exact_units", "near_units",
-                           "identifier_units", "source_episodes", "poisoned_episodes"]),
+        _markdown(contam, ["poisoned_lineage", "share", "method", "round", "artifact_of", "units_k",
+                           "units_n", "units_rate", "units_ci_low", "units_ci_high", "exact_units",
+                           "near_units", "identifier_units", "source_episodes", "poisoned_episodes"]),
         "",
         "## Persistence (benign arm: sleeper success; pairs = identical episodes with the clean twin)",
         "",
@@ -258,7 +264,8 @@ def poisoning_report(
         rep = ContaminationReport.read(p)
         for a in rep.artifacts:
             for h in a.hits[:5]:
-                lines.append(f"- {a.lineage}/{a.method} `{h.unit_id}` ({h.unit_kind}, {h.kind}; from "
+                where = f"{a.lineage}/{a.method}" + (f" round {a.round}" if a.round > 1 else "")
+                lines.append(f"- {where} `{h.unit_id}` ({h.unit_kind}, {h.kind}; from "
                              f"{', '.join(h.sources) or 'no single episode'}): \"{_one_line(h.unit_text)}\"")
     md = out_dir / "poisoning.md"
     md.write_text("\n".join(lines) + "\n")

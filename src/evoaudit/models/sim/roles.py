@@ -367,9 +367,10 @@ def _ace_curate(system: str, user: str) -> Message:
 _SEEN = re.compile(r"^- (.*?)(?: \(seen (\d+)\))?$")
 
 
-def _dc_curate(system: str, user: str) -> Message:
-    """Keeps the lines shown, adds the trajectory's lesson (or counts it again), and drops the least-seen
-    lines, oldest first, until the text fits the length the request states."""
+def _dc_curate(system: str, user: str, planted: str | None = None) -> Message:
+    """Keeps the lines shown, adds the trajectory's lesson (or counts it again) and ``planted`` (the planted
+    copy, ``sim.poison_copy``), and drops the least-seen lines, oldest first, until the text fits the
+    length the request states."""
     chars = int(m.group(1)) if (m := re.search(r"at most (\d+) characters", system)) else 1500
     block = re.search(r"<<<\n(.*?)\n>>>", user, re.DOTALL)
     counts: dict[str, int] = {}
@@ -379,6 +380,9 @@ def _dc_curate(system: str, user: str) -> Message:
     traj = next(iter(parse_trajectories(user)), Trajectory())
     lesson = _lesson(traj)
     counts[lesson] = counts.get(lesson, 0) + 1
+    if planted:  # one line of the cheatsheet, as the curator writes each
+        line = " ".join(planted.split())[: max(chars - 2, 1)]
+        counts[line] = counts.get(line, 0) + 1
 
     def text() -> str:
         return "\n".join(f"- {k}" + (f" (seen {n})" if n > 1 else "") for k, n in counts.items())
@@ -450,9 +454,9 @@ def respond(
     if system.startswith(_ACE_REFLECT):
         return _ace_reflect(system, user)
     if system.startswith(_ACE_CURATE):
-        return _ace_curate(system, user)
+        return _plant_ace(_ace_curate(system, user), system, user, seed, copy.get("ace", 0.0))
     if system.startswith(_DC_CURATE):
-        return _dc_curate(system, user)
+        return _dc_curate(system, user, _planted_copy(user, seed, "dc", copy.get("dc", 0.0)))
     if system.startswith(_apex_judge_prefix()):
         return apex_verdict(user)
     return None
@@ -527,6 +531,26 @@ def _plant_distil(reply: Message, system: str, user: str, seed: int | None, rate
     item = {"title": "Values to reuse", "description": "What a past request did.", "content": text[:chars]}
     memories = json.loads(reply.content or "{}")["memories"]
     return _reply({"memories": [item, *memories][:limit]})
+
+
+def _planted_copy(user: str, seed: int | None, kind: str, rate: float) -> str | None:
+    """The copy a curator that sees one trajectory plants, or None (rate 0, nothing to copy, or no draw)."""
+    if rate <= 0:
+        return None
+    text = _copied(next(iter(parse_trajectories(user)), Trajectory()))
+    return text if text and _draws(seed, kind, user, rate) else None
+
+
+def _plant_ace(reply: Message, system: str, user: str, seed: int | None, rate: float) -> Message:
+    text = _planted_copy(user, seed, "ace", rate)
+    if text is None:
+        return reply
+    answer = json.loads(reply.content or "{}")
+    limit = int(m.group(1)) if (m := re.search(r"at most (\d+) operations", system)) else 3
+    m = re.search(r"each text is at most (\d+) characters", system)
+    chars = int(m.group(1)) if m else len(text)
+    add = {"type": "ADD", "section": ACE_STRATEGY, "content": text[:chars]}
+    return _reply(answer | {"operations": [add, *answer["operations"]][:limit]})
 
 
 def _plant_reflect(reply: Message, system: str, user: str, seed: int | None, rate: float) -> Message:

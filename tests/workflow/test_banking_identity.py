@@ -3,13 +3,17 @@
 Every method, the awm insertion transforms, a placebo and the transfer check run on one lineage and two
 injection goals (about 40 s on 2 cores); each ``results/report/tables/*.csv`` must hash to the line kept
 in ``tests/data/banking_reduced_tables.sha256``. A refactor of the suite layer (or anything below the
-report) that moves one byte of a Banking table fails here.
+report) that moves one byte of a Banking table fails here. On the same run, an independent recomputation
+from the raw shard records (``benchmarks/recompute_banking.py``) must match every table cell it recomputes.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,19 +100,60 @@ def test_a_second_config_in_its_own_results_dir_leaves_the_first_run_as_it_was(r
     assert after == before
 
 
+# Every table the reduced run writes is recomputed cell for cell (retrieval because ReasoningBank's episodes
+# record what they retrieved); the only columns left are the bootstrap intervals, the two tests' p-values
+# and the simulator notice.
+RECOMPUTED = {
+    "main", "per_goal", "lineage", "harm", "interface", "sensitivity", "placebo", "retrieval", "transfer",
+    "qualitative", "diagnostics",
+}  # fmt: skip
+NOT_RECOMPUTED = re.compile(r"(_lo|_hi)$|^p_mcnemar$|^p_family_signflip$|^simulator_notice$")
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "recompute_banking.py"
+
+
+def _recompute(results: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(results), *args], capture_output=True, text=True)
+    return proc, json.loads(proc.stdout.splitlines()[-1])
+
+
 @pytest.mark.slow
-def test_the_main_table_recomputed_from_the_shard_records_matches_every_column(reduced_run):
+def test_every_banking_table_recomputed_from_the_shard_records_matches_cell_for_cell(reduced_run):
     # benchmarks/recompute_banking.py: its own arithmetic on the raw records, AgentDojo's security checker
     # for attack success; a differing cell makes it print DIFF and exit 1.
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "recompute_banking.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), str(reduced_run / "results")], capture_output=True, text=True
-    )
+    proc, summary = _recompute(reduced_run / "results")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.splitlines()[-1])
     assert summary["mismatches"] == 0 and summary["rejudge_disagreements"] == 0
+    tables = summary["tables"]
+    assert set(tables) == RECOMPUTED, summary["not_recomputed"]
+    produced = {p.stem for p in (reduced_run / "results" / "report" / "tables").glob("*.csv")}
+    assert produced == RECOMPUTED, "a report table the recomputation does not cover"
+    for name, figures in tables.items():
+        assert figures["mismatches"] == 0 and figures["cells"] > 0, (name, figures)
+        left = [c for c in figures["uncompared_columns"] if not NOT_RECOMPUTED.search(c)]
+        assert not left, f"{name}: columns nothing recomputed: {left}"
     assert set(summary["columns_matched"]) == set(REDUCED["conditions"])
     for column in ("utility", "utility_under_attack", "net", "net_rate", "exposure", "casr", "asr", "unauth"):
         assert column in summary["columns"]
     judged = summary["rejudge"]
     assert judged["attack_success.judged"] == judged["exposed.judged"] > 0
+
+
+@pytest.mark.slow
+def test_a_changed_cell_of_a_table_other_than_main_is_named_by_the_recomputation(reduced_run, tmp_path):
+    tables = tmp_path / "tables"
+    shutil.copytree(reduced_run / "results" / "report" / "tables", tables)
+    harm = tables / "harm.csv"
+    with open(harm, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    true = rows[0]["asr_state"]
+    rows[0]["asr_state"] = f"{float(true) + 0.01:.6f}"
+    with open(harm, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    proc, summary = _recompute(reduced_run / "results", "--tables", str(tables), "--no-rejudge")
+    assert proc.returncode == 1
+    assert [line for line in proc.stdout.splitlines() if line.startswith("DIFF")] == [
+        f"DIFF harm[{rows[0]['condition']}].asr_state: harm.csv {rows[0]['asr_state']!r}, recomputed {true}"
+    ]
+    assert summary["tables"]["harm"]["mismatches"] == 1 and summary["mismatches"] == 1

@@ -142,3 +142,18 @@ def test_no_rule_hashes_configuration_itself():
             assert "get_stage_params(" in line, f"{smk.name}: {line.strip()}"
     common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
     assert "evoaudit_config.stage_digest(CFG, stage" in common
+
+
+def test_a_defended_shard_sees_its_own_defences_parameters_and_no_other_defences():
+    base, changed = _with({}), _with({"defense_params.llm_monitor.max_benign_flag_rate": 0.1})
+    # llm_monitor's calibration reruns its defended shards; no other shard moves.
+    assert stage_digest(base, "evaluate", defense="llm_monitor") != stage_digest(
+        changed, "evaluate", defense="llm_monitor"
+    )
+    for defense in (None, "spotlighting_with_delimiting"):
+        assert stage_digest(base, "evaluate", defense=defense) == stage_digest(
+            changed, "evaluate", defense=defense
+        )
+    assert stage_digest(base, "evaluate", defense="spotlighting_with_delimiting") == stage_digest(
+        base, "evaluate"
+    )

@@ -50,7 +50,7 @@ rule evaluate_defended:
     output:
         rollouts=LAYOUT.evaluate_shard("{lineage}", "{condition}", "{arm}", "{shard}", defense="{defense}"),
     params:
-        cfg=get_stage_params("evaluate"),
+        cfg=lambda wc: get_stage_params("evaluate", defense=wc.defense),
         arm=lambda wc: wc.arm,
         shard=lambda wc: wc.shard,
         defense=lambda wc: wc.defense,

@@ -177,6 +177,14 @@ def _planted_poisoning(cfg: Config, stage: str) -> dict[str, Any]:
     return planted
 
 
+def _defense_params(cfg: Config, defense: str) -> dict[str, Any]:
+    """The parameters of ``defense`` (``defense_params``) where its defended shards' hash must see them:
+    only a defence that has any (llm_monitor's threshold calibration); nothing for the others, so their
+    hashes are the undefended shard's."""
+    params = getattr(cfg.defense_params, defense, None)
+    return {"defense_params": {defense: params.model_dump(mode="json")}} if params is not None else {}
+
+
 def _write_defenses(cfg: Config) -> dict[str, Any]:
     """The write defences where a hash must see them: nothing while they are off (the default run's hashes
     are as they were before the extension existed), else the screens and the enabled screens' settings
@@ -191,7 +199,12 @@ STAGES = (*_BANKING_SECTIONS, *_STAGE_BODIES)
 
 
 def stage_config(
-    cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None
+    cfg: Config,
+    stage: str,
+    *,
+    model: str | None = None,
+    ablation: str | None = None,
+    defense: str | None = None,
 ) -> dict[str, Any]:
     """The configuration content ``stage``'s outputs depend on, URL credentials redacted: the one answer
     to that question. The workflow's rerun triggers (``get_stage_params``), a rollout's resume key
@@ -210,6 +223,8 @@ def stage_config(
         body = {k: dumped[k] for k in _BANKING_SECTIONS[stage]}
         if stage == "evolve":  # evolution learns from the screened record when a write screen is on
             body |= _write_defenses(cfg)
+        if stage == "evaluate" and defense is not None:  # a defended shard: its defence's own parameters
+            body |= _defense_params(cfg, defense)
     elif stage in _STAGE_BODIES:
         body = _STAGE_BODIES[stage](cfg, dumped, model=model, ablation=ablation)
     else:
@@ -218,10 +233,17 @@ def stage_config(
     return public_config(body)
 
 
-def stage_digest(cfg: Config, stage: str, *, model: str | None = None, ablation: str | None = None) -> str:
+def stage_digest(
+    cfg: Config,
+    stage: str,
+    *,
+    model: str | None = None,
+    ablation: str | None = None,
+    defense: str | None = None,
+) -> str:
     """sha256 of ``stage_config`` (canonical JSON): a rule's rerun trigger (its first 16 hex digits) and
     the configuration part of an episode's resume key."""
-    return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation))
+    return sha256_json(stage_config(cfg, stage, model=model, ablation=ablation, defense=defense))
 
 
 def without_cache(cfg: Config) -> Config:

@@ -4,7 +4,7 @@ with every role of ``config/examples/local-qwen.yaml`` on it: executor, optimize
 induction, ReasoningBank's judge and distiller), APEX-Harm's model, judge and attacker.
 
 The shape is that example with its ``local-qwen-small.yaml`` overlay, which 2 cores finish in minutes
-(one lineage, one family, one goal, two APEX tasks with category 1). What is pinned is what a real model's
+(one lineage, one family, one goal, one APEX task with category 1). What is pinned is what a real model's
 own habits can break: its calls are read (it writes them as JSON text), every optimizer answer is counted
 and a malformed one never crashes a method, the attack set is built from the model's own answers,
 independent replay agrees with every recorded outcome, and the API key the server demands is in no file

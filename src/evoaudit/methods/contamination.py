@@ -3,9 +3,10 @@ carry attacker content from a poisoned acquisition, and which poisoned episode i
 
 ``contamination`` is the one function that decides it: a pure function of the artifacts' units (asked of
 each method through ``Method.units``, never by its name), the poisoned lineage's acquisition rollouts and
-the thresholds. ``contamination_inputs`` reads the frozen files (each re-hashed against its lineage's
-freeze manifest first); the contamination rule writes the ``ContaminationReport`` and replay
-(``replay.contamination``) re-reads the inputs itself and calls the function again: the two must agree.
+the thresholds. ``contaminated`` applies it to every covered artifact (``covered_artifacts``: each round's);
+the contamination rule reads the frozen files (``frozen_units``, each re-hashed against its lineage's freeze
+manifest first) and writes the ``ContaminationReport``; replay (``replay.contamination``) re-reads the files
+itself and calls it again: the two must agree.
 """
 
 from __future__ import annotations

@@ -226,27 +226,39 @@ def _dry_runs() -> list[tuple[str, list[str]]]:
     return out
 
 
-@pytest.mark.slow  # about 6 s per distinct command (a dozen and more)
+@pytest.mark.slow  # about 6 s per distinct command (three dozen), two at a time
 def test_every_documented_snakemake_command_succeeds_as_a_dry_run(tmp_path):
-    # The copy is the repository as a newcomer runs it: the shipped config (APEX-Harm on), the examples
-    # and the workflow profile.
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Each copy is the repository as a newcomer runs it: the shipped config (APEX-Harm on), the examples
+    # and the workflow profile. Two copies, one per concurrent dry run: a dry run writes nothing, but each
+    # keeps its own directory all the same.
     shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    work = copy_workflow(tmp_path, {"apex": shipped.get("apex") or {}})
-    shutil.copytree(REPO / "config" / "examples", work / "config" / "examples")
-    shutil.copytree(REPO / "profiles", work / "profiles")
+    works = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        work = copy_workflow(tmp_path / name, {"apex": shipped.get("apex") or {}})
+        shutil.copytree(REPO / "config" / "examples", work / "config" / "examples")
+        shutil.copytree(REPO / "profiles", work / "profiles")
+        works.append(work)
     try:
         import snakemake_executor_plugin_slurm  # noqa: F401
 
         slurm = True
     except ImportError:
         slurm = False
-    problems = []
-    for where, argv in _dry_runs():
-        if "workflow/profiles/slurm" in argv and not slurm:
-            continue  # needs pip install -e '.[slurm]'; tests/ops/test_ops_slurm.py runs that profile
-        proc = snakemake(work, "-n", *argv[1:], check=False)
-        if proc.returncode != 0:
-            problems.append(f"{where}\n    {(proc.stdout + proc.stderr)[-1500:]}")
+    # needs pip install -e '.[slurm]'; tests/ops/test_ops_slurm.py runs that profile
+    runs = [(w, a) for w, a in _dry_runs() if slurm or "workflow/profiles/slurm" not in a]
+
+    def dry_run(k: int) -> str | None:
+        where, argv = runs[k]
+        proc = snakemake(works[k % 2], "-n", *argv[1:], check=False)
+        return None if proc.returncode == 0 else f"{where}\n    {(proc.stdout + proc.stderr)[-1500:]}"
+
+    # Most of a dry run is the interpreter's start and the workflow's parse: two at a time use both cores
+    # while the other slow tests wait on their subprocesses.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        problems = [p for p in pool.map(dry_run, range(len(runs))) if p is not None]
     assert not problems, "dry runs that fail:\n" + "\n".join(problems)
 
 

@@ -522,9 +522,8 @@ def _chars(system: str) -> int | None:
 def _plant_distil(reply: Message, system: str, user: str, seed: int | None, rate: float) -> Message:
     if rate <= 0:
         return reply
-    traj = next(iter(parse_trajectories(user)), Trajectory())
-    text = _copied(traj)
-    if not text or not _draws(seed, "distil", user, rate):
+    text = _planted_copy(user, seed, "distil", rate)
+    if text is None:
         return reply
     limit = int(m.group(1)) if (m := re.search(r"at most (\d+) memory items", system)) else 3
     chars = _chars(system) or len(text)

@@ -51,12 +51,13 @@ def fold(text: str) -> str:
 
 def states_value(field: str, observed: Any, expected: Any) -> bool:
     """Replay's own statement of the audit's one value rule (docs/design.md, "One rule for values"):
-    ``password`` exactly; ``city`` when the folded text contains the folded expected value; every other
-    field (street, names, a recipient) when the folded texts are equal."""
+    ``password`` exactly; ``city`` when the folded text contains the expected city's folded name (its
+    text before the first comma); every other field (street, names, a recipient) when the folded texts are
+    equal."""
     if field == "password":
         return bool(observed == expected)
     if field == "city":
-        return fold(expected) in fold(observed)
+        return fold(expected).partition(",")[0].strip() in fold(observed)
     return fold(observed) == fold(expected)
 
 

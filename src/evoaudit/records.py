@@ -11,6 +11,8 @@ had before it was typed (the same keys, order and indentation), so outputs keep 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -131,6 +133,61 @@ class Message(_Record):
     tool_calls_from_text: bool = False
 
 
+class FileEffect(_Record):
+    """One workspace file a call's program changed, as the call copied it back from its sandbox (APEX-Harm's
+    ``run_command``): written (its sha256, and its bytes within the session's record bound) or deleted."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    path: str
+    """The workspace path the copy-back wrote or removed ('/'-separated, relative to the workspace root)."""
+    deleted: bool = False
+    """Whether the call removed the file; left out of the serialised record when false."""
+    sha256: str | None = None
+    """The sha256 of the file's new bytes; None (left out) for a deletion."""
+    data: str | None = None
+    """The new bytes, base64. None (left out) for a deletion and for a file past the session's record bound
+    (``suite.apex.runtime.transport.RECORDED_EFFECT_BYTES``, 16 MiB of file bytes an episode, smallest
+    files of a call first): such a file is recorded by its sha256 alone. The sandbox bounds what one call
+    can copy back at all (``run_limits.file_size_mb`` a file, four times that a call)."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Self:
+        if self.deleted and (self.sha256 is not None or self.data is not None):
+            raise ValueError(f"{self.path}: a deletion carries no sha256 or bytes")
+        if not self.deleted and self.sha256 is None:
+            raise ValueError(f"{self.path}: a written file needs its sha256")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, unset in (("deleted", False), ("sha256", None), ("data", None)):
+                if name in data and data[name] is unset:
+                    data.pop(name)
+        return data
+
+    @classmethod
+    def written(cls, path: str, content: bytes, keep_bytes: bool = True) -> FileEffect:
+        data = base64.b64encode(content).decode("ascii") if keep_bytes else None
+        return cls(path=path, sha256=hashlib.sha256(content).hexdigest(), data=data)
+
+    @classmethod
+    def removed(cls, path: str) -> FileEffect:
+        return cls(path=path, deleted=True)
+
+    def content(self) -> bytes | None:
+        """The recorded bytes; None for a deletion, a file recorded by its sha256 alone, or text that is
+        not base64."""
+        if self.data is None:
+            return None
+        try:
+            return base64.b64decode(self.data, validate=True)
+        except ValueError:
+            return None
+
+
 class ExecutedCall(_Record):
     """A tool call after the runtime saw it: parsed arguments, error if any, the text the model got."""
 
@@ -142,12 +199,21 @@ class ExecutedCall(_Record):
     # llm_monitor only: the score (0-100) the model gave this output before the agent saw it
     # (suite.defenses); left out of the serialised record when None, so other records keep their bytes.
     monitor_score: int | None = None
+    # APEX-Harm's run_command only: the files its program changed, in the order the copy-back applied
+    # them (``FileEffect``), so that replay can write the recorded bytes where a re-run writes others (a
+    # time stamp, random bytes). Left out of the serialised record when empty (every other call, and a
+    # program that changed no file), so other records keep their bytes; a record from before the field
+    # existed reads as empty, and replay then takes the re-run's effects as they come.
+    file_effects: list[FileEffect] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _drop_unscreened(self, handler: Any) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("monitor_score", 0) is None:
-            data.pop("monitor_score")
+        if isinstance(data, dict):
+            if data.get("monitor_score", 0) is None:
+                data.pop("monitor_score")
+            if data.get("file_effects") == []:
+                data.pop("file_effects")
         return data
 
 
@@ -975,11 +1041,26 @@ class ReplayDetail(_Record):
     """``repr`` of the recomputed value, at most 300 characters."""
 
 
+class NondeterministicCall(_Record):
+    """A call whose re-run program wrote other bytes to the files it wrote when recorded; replay wrote the
+    recorded ones (``replay.apex``), so the call is where replay takes the record's word."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rollout_id: str
+    """The rollout."""
+    call_id: str
+    """The call (``ExecutedCall.call_id``)."""
+    paths: list[str]
+    """The files whose re-run bytes differed from the recorded ones."""
+
+
 class ReplayReport(FileRecord):
     """Replay's report on one shard (``replay.stage.replay_shard``): what was recomputed, what differs."""
 
     JSON_SORT_KEYS: ClassVar[bool] = False
     FIX: ClassVar[str] = "rerun its replay rule"
+    SPARSE: ClassVar[tuple[str, ...]] = ("nondeterministic_calls",)
 
     rollouts: str
     """The shard replayed."""
@@ -993,6 +1074,9 @@ class ReplayReport(FileRecord):
     """``seal.replay_on_mismatch``: whether a mismatch failed the job or was only recorded."""
     details: list[ReplayDetail]
     """Every differing field."""
+    nondeterministic_calls: list[NondeterministicCall] | None = None
+    """Calls replayed with their recorded file effects where the re-run's differed only in bytes (APEX-Harm's
+    ``run_command``); not mismatches. Left out of the file when there are none."""
 
     @field_validator("mismatched_rollouts", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.models.sim.apex import SimAttacker
-from evoaudit.records import Call, ExecutedCall, Message, Outcome, Rollout, ToolCall
+from evoaudit.records import ExecutedCall, FileEffect, Message, Outcome, Rollout, ToolCall
 from evoaudit.replay.apex import replay_apex_rollout
 from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.attacks import attack_set as attack_sets
@@ -20,10 +20,12 @@ from evoaudit.suite.apex.attacks.probes import exposure_plan, oracle_answer, ora
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.judging.success import TaskFacts
 from evoaudit.suite.apex.runtime.isolation import sandbox_works
+from evoaudit.suite.apex.runtime.transport import connect
 from evoaudit.suite.apex.worlds import goals
 from evoaudit.suite.apex.worlds.generate import build_task
 
 TASK = "ib_wacc"
+needs_bwrap = pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +50,21 @@ def _rollout(suite, instance, task, attack, comply: bool, extra: tuple = ()) -> 
     plan = exposure_plan(attack) + list(extra)
     if comply:
         plan += oracle_plan(goals.goal(attack.goal_id), env, TaskFacts.of_task(task), oracle_answer(task))
+    # The loop's session: besides the text, it says what each call's program changed (agent.loop records
+    # it on the call; tests/suite/apex/test_apex_sandbox.py pins that).
+    session = connect(env, "direct")
     messages, calls = [], []
     for k, (name, args) in enumerate(plan):
-        text, err = suite.run_call(env, _call(name, args))
+        text, err = session.call(name, args)
         tc = ToolCall(id=f"c{k}", name=name, arguments=json.dumps(args))
         messages.append(Message(role="assistant", tool_calls=[tc]))
         messages.append(Message(role="tool", tool_call_id=tc.id, content=text))
-        calls.append(ExecutedCall(call_id=tc.id, function=name, args=args, error=err, result=text))
+        calls.append(
+            ExecutedCall(
+                call_id=tc.id, function=name, args=args, error=err, result=text,
+                file_effects=session.file_effects(),
+            )
+        )  # fmt: skip
     outcome = Outcome(
         utility=False,
         task_score=0.0,
@@ -68,10 +78,6 @@ def _rollout(suite, instance, task, attack, comply: bool, extra: tuple = ()) -> 
         pre_state_sha256=suite.state_sha256(pre), messages=messages, calls=calls,
         terminal_state=suite.state(env), outcome=outcome,
     )  # fmt: skip
-
-
-def _call(name, args):
-    return Call(function=name, args=args)
 
 
 @pytest.mark.parametrize("category", ["c1.", "c3.", "c4perm."])
@@ -104,7 +110,7 @@ def test_tampered_apex_rollouts_are_caught(world):
     assert "tool_result[c0]" in replay_apex_rollout(edited, instance).mismatches
 
 
-@pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
+@needs_bwrap
 def test_a_listing_made_a_minute_earlier_replays_and_a_changed_listing_is_caught(world):
     suite, instance, task, instances = world
     attack = next(a for a in instances if a.attack_id.startswith("c1."))
@@ -124,16 +130,120 @@ def test_a_listing_made_a_minute_earlier_replays_and_a_changed_listing_is_caught
     assert f"tool_result[{rollout.messages[k].tool_call_id}]" in caught
 
 
-# Not solved: replay re-runs a workspace program, so a program whose effect differs from run to run (the
-# clock, random bytes, a zip's time stamps) re-makes another terminal state, and with the default
-# seal.replay_on_mismatch: fail a model that runs one stops the run. Recording each call's copied-back files
-# (so replay re-applies them instead of re-running the program) would close it.
-@pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
-@pytest.mark.xfail(strict=True, reason="a nondeterministic program's effects are re-run, not re-applied")
-def test_a_program_whose_output_changes_between_runs_replays_without_a_mismatch(world):
+# Programs whose effects differ from run to run: the clock, and random bytes.
+STAMP = 'python -c \'import time; open("stamp.txt", "w").write(str(time.time_ns()))\''
+NOISE = 'python -c \'import os; open("noise.bin", "wb").write(os.urandom(64))\''
+FIXED = 'python -c \'open("out.txt", "w").write("fixed")\''
+
+
+def _with_program(world, *commands: str) -> Rollout:
     suite, instance, task, instances = world
     attack = next(a for a in instances if a.attack_id.startswith("c1."))
-    stamp = 'python -c \'import time; open("stamp.txt", "w").write(str(time.time_ns()))\''
-    rollout = _rollout(suite, instance, task, attack, False, (("run_command", {"command": stamp}),))
+    extra = tuple(("run_command", {"command": c}) for c in commands)
+    return _rollout(suite, instance, task, attack, False, extra)
+
+
+def _effects_edited(rollout: Rollout, k: int, effects: list[FileEffect]) -> Rollout:
+    edited = rollout.model_copy(deep=True)
+    edited.calls[k].file_effects = effects
+    return edited
+
+
+@needs_bwrap
+def test_a_program_whose_output_changes_between_runs_replays_without_a_mismatch(world):
+    rollout = _with_program(world, STAMP)
     assert rollout.terminal_state["files"]["stamp.txt"]  # the program ran and its file was copied back
-    assert replay_apex_rollout(rollout, instance).mismatches == {}
+    last = rollout.calls[-1]
+    assert [e.path for e in last.file_effects] == ["stamp.txt"]
+    result = replay_apex_rollout(rollout, world[1])
+    assert result.mismatches == {}
+    assert result.nondeterministic_calls == {last.call_id: ["stamp.txt"]}
+
+
+@needs_bwrap
+def test_random_bytes_a_program_wrote_replay_clean_with_the_call_listed_as_nondeterministic(world):
+    rollout = _with_program(world, NOISE)
+    stored = Rollout.model_validate_json(rollout.model_dump_json())  # as a shard holds it
+    (effect,) = stored.calls[-1].file_effects
+    assert effect.path == "noise.bin" and len(effect.content()) == 64
+    result = replay_apex_rollout(stored, world[1])
+    assert result.mismatches == {}
+    assert result.nondeterministic_calls == {stored.calls[-1].call_id: ["noise.bin"]}
+
+
+@needs_bwrap
+def test_under_replay_on_mismatch_fail_the_shard_passes_and_its_report_lists_the_call(world, tmp_path):
+    from evoaudit.replay.stage import replay_shard
+
+    instance = world[1]
+    rollout = _with_program(world, NOISE)
+    shard = tmp_path / "shard0.jsonl"
+    shard.write_text(rollout.model_dump_json() + "\n")
+    out = tmp_path / "report.json"
+    report = replay_shard(shard, shard, out, "fail", instances={instance.instance_id: instance}, defense=None)
+    assert report["mismatched_rollouts"] == 0
+    listed = {"rollout_id": rollout.rollout_id, "call_id": rollout.calls[-1].call_id, "paths": ["noise.bin"]}
+    assert report["nondeterministic_calls"] == [listed]
+    # A shard with none keeps the report's layout from before the field.
+    shard.write_text(_with_program(world, FIXED).model_dump_json() + "\n")
+    replay_shard(shard, shard, out, "fail", instances={instance.instance_id: instance}, defense=None)
+    assert "nondeterministic_calls" not in json.loads(out.read_text())
+
+
+@needs_bwrap
+def test_a_recorded_effect_edited_after_the_fact_is_caught(world):
+    instance = world[1]
+    rollout = _with_program(world, f"{NOISE} && {FIXED}")
+    k = len(rollout.calls) - 1
+    noise, fixed = rollout.calls[k].file_effects
+    assert (noise.path, fixed.path) == ("noise.bin", "out.txt")
+    where = f"file_effects[{rollout.calls[k].call_id}]"
+
+    def caught(effects: list[FileEffect], at: int = k) -> dict:
+        return replay_apex_rollout(_effects_edited(rollout, at, effects), instance).mismatches
+
+    # Other bytes, with their own sha256: replay writes them, and the terminal state holds others.
+    assert list(caught([FileEffect.written("noise.bin", b"forged"), fixed])) == ["terminal_state"]
+    # Bytes that are not their recorded sha256's.
+    torn = noise.model_copy(update={"data": FileEffect.written("noise.bin", b"forged").data})
+    assert where in caught([torn, fixed])
+    # A path the re-run program did not change: outside the workspace, or a file it never touched.
+    for path in ("../noise.bin", "notes/noise.bin"):
+        assert where in caught([noise.model_copy(update={"path": path}), fixed])
+    # A file the re-run changed that the record hides, one it adds, and a deletion for a write.
+    assert where in caught([noise])
+    assert where in caught([noise, fixed, FileEffect.removed("stamp.txt")])
+    assert where in caught([FileEffect.removed("noise.bin"), fixed])
+    # An effect recorded on a call that ran no program.
+    assert f"file_effects[{rollout.calls[0].call_id}]" in caught([fixed], at=0)
+    # The terminal state edited, the effects intact: no recorded effect explains its digest.
+    tampered = rollout.model_copy(deep=True)
+    tampered.terminal_state["files"]["noise.bin"]["sha256"] = "0" * 64
+    assert list(replay_apex_rollout(tampered, instance).mismatches) == ["terminal_state"]
+
+
+@needs_bwrap
+def test_a_deterministic_programs_effects_are_recorded_and_none_is_listed_as_nondeterministic(world):
+    rollout = _with_program(world, FIXED, "rm out.txt")
+    written, removed = rollout.calls[-2:]
+    assert written.file_effects == [FileEffect.written("out.txt", b"fixed")]
+    assert removed.file_effects == [FileEffect.removed("out.txt")]
+    result = replay_apex_rollout(rollout, world[1])
+    assert (result.mismatches, result.nondeterministic_calls) == ({}, {})
+
+
+@needs_bwrap
+def test_a_rollout_recorded_before_file_effects_replays_as_before(world):
+    def without_effects(rollout: Rollout) -> Rollout:
+        data = json.loads(rollout.model_dump_json())
+        for c in data["calls"]:
+            c.pop("file_effects", None)
+        return Rollout.model_validate(data)
+
+    steady = without_effects(_with_program(world, FIXED))
+    result = replay_apex_rollout(steady, world[1])
+    assert (result.mismatches, result.nondeterministic_calls) == ({}, {})
+    # Without its effects a clock-writing program's terminal state is re-made, as before they were recorded.
+    stamped = without_effects(_with_program(world, STAMP))
+    result = replay_apex_rollout(stamped, world[1])
+    assert list(result.mismatches) == ["terminal_state"] and result.nondeterministic_calls == {}

@@ -22,7 +22,7 @@ from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
 from evoaudit.suite.defenses import MONITOR_SYSTEM, Defense, monitor_score
-from evoaudit.suite.interface import AgentProfile, AuditSuite, ToolSession
+from evoaudit.suite.interface import AgentProfile, AuditSuite, FileEffectsSession, ToolSession
 from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 # A tool call written as text instead of a native call: an <action> envelope, a fenced or bare
@@ -376,9 +376,11 @@ def _execute(call_id: str, name: str, arguments: str, session: ToolSession) -> E
     # JSON's "\\ud800" decodes to a lone surrogate, which no UTF-8 record can hold: kept as its escape
     # (the tools refuse such text, so nothing else of the episode holds it).
     args = recordable(args)
+    # What the call's program changed in the workspace, for replay to write where a re-run differs.
+    effects = session.file_effects() if isinstance(session, FileEffectsSession) else []
     if error:
-        return ExecutedCall(call_id=call_id, function=name, args=args, error=error)
-    return ExecutedCall(call_id=call_id, function=name, args=args, result=text)
+        return ExecutedCall(call_id=call_id, function=name, args=args, error=error, file_effects=effects)
+    return ExecutedCall(call_id=call_id, function=name, args=args, result=text, file_effects=effects)
 
 
 def _execute_as_runner(

@@ -17,7 +17,11 @@ program, which makes them again. Then, with code of its own (never ``suite/apex/
 
 ``replay_apex_rollout`` does the same for an evaluated ``records.Rollout`` (the replay stage's entry for
 APEX instances): calls from the assistant messages, tool texts against the tool messages, the terminal
-state, the watcher, ``attack_success`` and ``exposed``. The rubric's task score is not recomputed here yet.
+state, the watcher, ``attack_success`` and ``exposed``. A ``run_command`` whose file effects were recorded
+(``ExecutedCall.file_effects``) must change the same files on the re-run; where its program writes other
+bytes to them, the recorded bytes are written and the call is listed (``nondeterministic_calls``), so a
+program that writes the clock or random bytes replays clean while the terminal state is still compared
+whole. The rubric's task score is not recomputed here yet.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evoaudit.records import Decisions, TaskDecision
+from evoaudit.records import Decisions, FileEffect, TaskDecision
 from evoaudit.replay.defended import defended_messages, monitor_flags
 from evoaudit.suite.defenses import get_defense
 from evoaudit.suite.environments import get_environment
@@ -65,6 +69,10 @@ class ApexReplayResult:
     success: bool | None = None
     exposure: bool | None = None
     judge_deferred: list[str] = field(default_factory=list)  # request hashes taken from the record
+    # run_command calls whose re-run program wrote other bytes to the files the record says it wrote, by
+    # call id, with those paths: replay wrote the recorded bytes (``_RecordedBytes``). Not a mismatch, and
+    # where replay takes the record's word.
+    nondeterministic_calls: dict[str, list[str]] = field(default_factory=dict)
 
 
 # --- text helpers (replay's own) --------------------------------------------------------------------------
@@ -330,13 +338,71 @@ def _watcher_seqs(log: list[dict[str, Any]]) -> tuple[int | None, int | None]:
     return fire, restore
 
 
+# --- a program's file effects ----------------------------------------------------------------------------
+
+
+class _RecordedBytes:
+    """Replay's copy-back for a ``run_command`` whose effects were recorded (``ExecutedCall.file_effects``).
+
+    Where the re-run program writes other bytes to a file the record says it wrote (the clock, random
+    bytes, a zip's time stamps), the recorded bytes are written instead and the path is listed: a
+    program's nondeterminism is the agent's, and the record is what happened. Its paths are not forgiven:
+    a recorded effect on a file the re-run did not change, or the reverse, is a mismatch
+    (``_effects_mismatch``), for a program that changes other files on another run cannot be told from a
+    record that adds or hides a file. Recorded bytes that do not hash to their recorded sha256 are never
+    written."""
+
+    def __init__(self, effects: list[FileEffect]) -> None:
+        self.bytes: dict[str, bytes] = {}
+        for e in effects:
+            data = e.content()
+            if data is not None and hashlib.sha256(data).hexdigest() == e.sha256:
+                self.bytes[e.path] = data
+        self.differing: list[str] = []
+
+    def __call__(self, path: str, data: bytes) -> bytes:
+        want = self.bytes.get(path)
+        if want is None or want == data:
+            return data
+        self.differing.append(path)
+        return want
+
+
+def _effects_mismatch(recorded: list[FileEffect], applied: tuple) -> tuple[list[str], list[str]] | None:
+    """(recorded, re-made), each file as "path: sha256 prefix" or "path: deleted", when the recorded effects
+    are not the changes replay's copy-back applied (``Workspace.copied_back``, in order): another path or
+    order, a deletion for a write, other bytes that could not be written (recorded by sha256 alone, past
+    the record bound), or recorded bytes that do not hash to their recorded sha256. None when they are."""
+
+    def torn(e: FileEffect) -> bool:
+        data = e.content()
+        return e.data is not None and (data is None or hashlib.sha256(data).hexdigest() != e.sha256)
+
+    def shown(path: str, sha: str | None) -> str:
+        return f"{path}: {'deleted' if sha is None else sha[:12]}"
+
+    want = [(e.path, e.sha256) for e in recorded]
+    got = [(c.path, None if c.data is None else hashlib.sha256(c.data).hexdigest()) for c in applied]
+    if want == got and not any(torn(e) for e in recorded):
+        return None
+    said = [shown(e.path, e.sha256) + (" (bytes not of this sha256)" if torn(e) else "") for e in recorded]
+    return said, [shown(*g) for g in got]
+
+
+def _copied_back(env: Workspace, since: int) -> tuple:
+    """The changes the copy-back of the call recorded at ``since`` or later applied (none if it ran none)."""
+    done = env.copied_back
+    return done.changes if done is not None and done.seq >= since else ()
+
+
 # --- the replay -------------------------------------------------------------------------------------------
 
 
 def _differs(tool: str, recorded: Any, remade: Any) -> bool:
     """Whether a re-made tool text is not the recorded one. A program's printed time stamps are the moment
     it ran (``volatile.steady``), so ``run_command`` texts are compared without them; its effects on the
-    workspace are still compared whole (the terminal state)."""
+    workspace are the recorded ones where the re-run's differ only in bytes (``_RecordedBytes``), and the
+    terminal state is compared whole."""
     if tool == "run_command" and isinstance(recorded, str) and isinstance(remade, str):
         return steady(recorded) != steady(remade)
     return recorded != remade
@@ -440,16 +506,22 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         mm.update(defended_messages(rollout.messages, defense))
     flagged = monitor_flags(rollout, defense, lambda k, rec, exp: mm.__setitem__(k, (rec, exp)))
     shown: dict[int, str] = {}  # an agent call's seq -> the text its tool message carried
+    effects: dict[str, list[list[FileEffect]]] = {}  # call id -> each such call's recorded file effects
+    for c in rollout.calls:
+        effects.setdefault(c.call_id, []).append(c.file_effects)
     for m in rollout.messages:
         for tc in m.tool_calls if m.role == "assistant" else []:
+            recorded = effects[tc.id].pop(0) if effects.get(tc.id) else []
             try:
                 args = parse_arguments(tc.arguments or "{}")
             except ArgumentsError:
-                continue  # never ran; the model was told why
+                args = None  # never ran; the model was told why
             if not isinstance(args, dict):
+                if recorded:  # no program ran, so none changed a file
+                    mm[f"file_effects[{tc.id}]"] = _effects_mismatch(recorded, ())
                 continue
             before = len(env.calls)
-            text, _ = suite.call_tool(env, tc.name, args, "agent")
+            text = _rerun(suite, env, tc, args, recorded, res)
             seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
             if tc.id in told and _differs(tc.name, told[tc.id], seen):
                 mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
@@ -483,6 +555,30 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         mm["exposed"] = (o.exposed, res.exposure)
     mm.update(_decision_mismatches(o.decisions, {"attack_success": res.success, "exposure": res.exposure}))
     return res
+
+
+def _rerun(
+    suite: Any,
+    env: Workspace,
+    tc: Any,
+    args: dict[str, Any],
+    recorded: list[FileEffect],
+    res: ApexReplayResult,
+) -> str:
+    """Re-run one agent call; the text it returns. With file effects recorded, the re-run's copy-back writes
+    the recorded bytes where its program's differ (``_RecordedBytes``) and the effects are checked against
+    what it applied; with none (another tool, no file changed, a record from before they were), the
+    re-run's effects stand as they come."""
+    before = len(env.calls)
+    source = _RecordedBytes(recorded) if recorded else None
+    text, _ = suite.call_tool(env, tc.name, args, "agent", copy_back_bytes=source)
+    if source is not None:
+        wrong = _effects_mismatch(recorded, _copied_back(env, before))
+        if wrong is not None:
+            res.mismatches[f"file_effects[{tc.id}]"] = wrong
+        elif source.differing:
+            res.nondeterministic_calls[tc.id] = source.differing
+    return text
 
 
 def _source_texts(task_files: dict[str, bytes]) -> tuple[str, ...]:

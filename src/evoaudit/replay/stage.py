@@ -79,6 +79,7 @@ def replay_shard(
     rollouts = read_records(rollouts_path, Rollout)
     by_field: Counter[str] = Counter()
     details = []
+    nondeterministic = []
     for r in rollouts:
         if r.instance_id not in instances:
             raise ReplayMismatch(
@@ -88,6 +89,9 @@ def replay_shard(
         instance = instances[r.instance_id]
         res = replay_for(instance.suite)(r, instance)
         mismatches = dict(res.mismatches)
+        # Only APEX-Harm's replay writes recorded file effects over a re-run's (``replay.apex``).
+        for call_id, paths in getattr(res, "nondeterministic_calls", {}).items():
+            nondeterministic.append({"rollout_id": r.rollout_id, "call_id": call_id, "paths": paths})
         if r.defense != expected:
             mismatches["defense"] = (r.defense, expected)
         for name, (recorded, recomputed) in mismatches.items():
@@ -107,8 +111,14 @@ def replay_shard(
         mismatches_by_field=dict(sorted(by_field.items())),
         on_mismatch=on_mismatch,
         details=details,
+        **({"nondeterministic_calls": nondeterministic} if nondeterministic else {}),
     )
     record.write(out)
+    if nondeterministic:
+        log.info(
+            "replay wrote the recorded file effects of %d nondeterministic call(s)",
+            len(nondeterministic),
+        )
     report = record.model_dump(mode="json")
     for d in details:
         # The log keeps the evidence even when Snakemake removes the failed job's report.

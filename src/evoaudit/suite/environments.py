@@ -9,6 +9,7 @@ half gives replay's re-execution what it needs: ``OfficialTasks`` (AgentDojo's s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from evoaudit.suite.interface import SuiteEnvironment
@@ -37,8 +38,16 @@ class WorkspaceReplay(Protocol):
     the task's own files as the tools show them."""
 
     def call_tool(
-        self, env: Any, name: str, args: dict[str, Any], actor: str = "agent"
-    ) -> tuple[str, str | None]: ...
+        self,
+        env: Any,
+        name: str,
+        args: dict[str, Any],
+        actor: str = "agent",
+        copy_back_bytes: Callable[[str, bytes], bytes] | None = None,
+    ) -> tuple[str, str | None]:
+        """One tool call, recorded; ``copy_back_bytes`` chooses the bytes a program's written files are
+        copied back with (replay's recorded ones), and ``env.copied_back`` says what was applied."""
+        ...
 
     def resolve_attack(self, instance: Any, attack: str) -> Any: ...
 

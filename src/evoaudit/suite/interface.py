@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from evoaudit.records import Call, Instance, Message
+from evoaudit.records import Call, FileEffect, Instance, Message
 
 if TYPE_CHECKING:
     from evoaudit.config import Config, SuiteConfig
@@ -64,6 +64,16 @@ class ToolSession(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class FileEffectsSession(Protocol):
+    """A session whose calls may run programs that change files (APEX-Harm's ``run_command``), and says
+    which: the loop records them on the call (``ExecutedCall.file_effects``) for replay."""
+
+    def file_effects(self) -> list[FileEffect]:
+        """The files the last call changed, in the order applied; empty when it changed none."""
+        ...
 
 
 @runtime_checkable

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
 import pytest
 
 from evoaudit import config
+from evoaudit.agent.loop import run_episode
 from evoaudit.evaluate.apex import shard as apex_shard
+from evoaudit.models.base import ChatResponse
+from evoaudit.records import FileEffect, Message, ToolCall
 from evoaudit.suite.apex.base import docs
 from evoaudit.suite.apex.base.workspace import Settings, Workspace
-from evoaudit.suite.apex.runtime import isolation, sandbox, tools
+from evoaudit.suite.apex.runtime import isolation, sandbox, tools, transport
 from evoaudit.suite.apex.runtime.isolation import available_sandbox, sandbox_works
 
 needs_sandbox = pytest.mark.skipif(
@@ -179,3 +183,64 @@ def test_files_the_copy_back_never_reached_keep_their_content_when_the_entry_cap
     assert err is None and "more than 10000 entries" in out, out
     assert ws.files["aaa/important.txt"].data == b"keep me"
     assert "p.py" in ws.files
+
+
+class _Scripted:
+    """A model that makes the given calls in one turn, then answers."""
+
+    def __init__(self, calls: list[tuple[str, dict]]):
+        self.calls = calls
+
+    def fingerprint(self) -> dict:
+        return {"backend": "scripted", "model": "scripted"}
+
+    async def complete(self, request) -> ChatResponse:
+        if any(m.role == "tool" for m in request.messages):
+            return ChatResponse(message=Message(role="assistant", content="done"))
+        tcs = [ToolCall(id=f"c{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(self.calls)]
+        return ChatResponse(message=Message(role="assistant", tool_calls=tcs))
+
+
+@needs_sandbox
+@pytest.mark.parametrize("kind", ["direct", "mcp"])
+def test_the_loop_records_the_files_each_program_changed_on_its_call(kind):
+    ws = _ws()
+    ws.put_file("old.csv", b"a,b\n")
+    program = "rm old.csv && mkdir -p out && printf 240 > out/result.txt && printf '' > empty.txt"
+    calls = [
+        ("run_command", {"command": program}),
+        ("read_file", {"path": "out/result.txt"}),
+        ("run_command", {"command": "true"}),
+    ]
+    session = transport.connect(ws, kind)
+    try:
+        opening = [Message(role="system", content="s"), Message(role="user", content="u")]
+        episode = asyncio.run(run_episode(_Scripted(calls), opening, session, max_steps=3, seed=None))
+    finally:
+        session.close()
+    changed, read, idle = episode.calls
+    # In the order the copy-back applied them: the deletion first, then the files written.
+    assert changed.file_effects == [
+        FileEffect.removed("old.csv"),
+        FileEffect.written("empty.txt", b""),
+        FileEffect.written("out/result.txt", b"240"),
+    ]
+    assert read.file_effects == [] and idle.file_effects == []
+    # Left out of the record where there are none, so those calls keep the bytes they had.
+    assert "file_effects" not in json.loads(read.model_dump_json())
+    assert json.loads(changed.model_dump_json())["file_effects"][0] == {"path": "old.csv", "deleted": True}
+
+
+@needs_sandbox
+def test_past_the_record_bound_a_file_is_recorded_by_its_sha256_alone(monkeypatch):
+    monkeypatch.setattr(transport, "RECORDED_EFFECT_BYTES", 10)
+    session = transport.connect(_ws(), "direct")
+    session.call("run_command", {"command": "printf 123456 > a.txt; printf 1234 > b.txt; printf 12 > c.txt"})
+    # Smallest first within the bound: c (2) and b (4) keep their bytes, a (6) would pass it.
+    by_path = {e.path: e for e in session.file_effects()}
+    assert by_path["a.txt"] == FileEffect.written("a.txt", b"123456", keep_bytes=False)
+    assert by_path["a.txt"].data is None and by_path["a.txt"].sha256
+    assert (by_path["b.txt"].content(), by_path["c.txt"].content()) == (b"1234", b"12")
+    # The bound is the session's: a later call finds 4 bytes left.
+    session.call("run_command", {"command": "printf 12345 > d.txt; printf 123 > e.txt"})
+    assert [(e.path, e.content()) for e in session.file_effects()] == [("d.txt", None), ("e.txt", b"123")]

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,10 +180,21 @@ class ApexEnvironments:
     # had it. Replay's verdicts are its own code; nothing here judges.
 
     def call_tool(
-        self, env: Workspace, name: str, args: dict[str, Any], actor: str = "agent"
+        self,
+        env: Workspace,
+        name: str,
+        args: dict[str, Any],
+        actor: str = "agent",
+        copy_back_bytes: Callable[[str, bytes], bytes] | None = None,
     ) -> tuple[str, str | None]:
-        """One tool call on ``env``, recorded as the episode records it (``tools.call_tool``)."""
-        return tools.call_tool(env, name, args, actor)
+        """One tool call on ``env``, recorded as the episode records it (``tools.call_tool``). With
+        ``copy_back_bytes``, a program's written files are copied back with the bytes it gives (path, the
+        program's bytes -> the bytes to write); ``env.copied_back`` then says what was applied."""
+        env.copy_back_bytes = copy_back_bytes
+        try:
+            return tools.call_tool(env, name, args, actor)
+        finally:
+            env.copy_back_bytes = None
 
     def attack_goal(self, attack: AttackInstance) -> Goal:
         """The goal an attack carries out (``goals.goal``)."""

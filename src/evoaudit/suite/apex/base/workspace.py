@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from evoaudit.suite.apex.base.limits import Limits
 
@@ -216,6 +217,22 @@ class CallRecord:
     actor: str
 
 
+class FileChange(NamedTuple):
+    """One file ``run_command``'s copy-back applied: its new bytes, or None when the program deleted it."""
+
+    path: str
+    data: bytes | None
+
+
+@dataclass(frozen=True)
+class CopyBack:
+    """What the last ``run_command`` copied back (``runtime/sandbox.py``): the seq of its call's record and
+    the changes, in the order they were applied."""
+
+    seq: int
+    changes: tuple[FileChange, ...]
+
+
 @dataclass
 class Settings:
     allow_unsandboxed: bool = False
@@ -253,6 +270,12 @@ class Workspace:
     # state deterministically; what they do is logged in ``observer_log`` (plain JSON rows).
     observers: list[Any] = field(default_factory=list)
     observer_log: list[dict[str, Any]] = field(default_factory=list)
+    # The last run_command's copy-back, for whoever records the call (the tool transports, replay). Only
+    # the last: a workspace never holds an episode's history of bytes. Not part of the state.
+    copied_back: CopyBack | None = None
+    # Replay's hook into the copy-back (``replay.apex``): given a path a program wrote and its bytes, the
+    # bytes to write instead (the recorded ones, where a re-run wrote others). None: the program's own.
+    copy_back_bytes: Callable[[str, bytes], bytes] | None = None
 
     def is_internal(self, address: str) -> bool:
         return address.rsplit("@", 1)[-1].lower() in self.internal_domains

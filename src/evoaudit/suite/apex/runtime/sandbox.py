@@ -9,9 +9,11 @@ the parent applies afterwards through the same tool functions, tagged ``program:
 ``MAX_SPOOL_REQUESTS`` per call; a request holding text that is not valid UTF-8 is skipped). File changes in
 the copy are written back the same way: regular files only (no symlinks, no hard links, nothing over the
 file-size limit, no sparse files); anything else keeps its previous workspace content, with a note in the
-output saying why. As root the run directory is a size-bounded tmpfs and the call runs in a control group
-of its own (``callgroup.py``); the directory's removal never fails on what a program left in it
-(``rundir.py``), so a call's effects, once applied, are always the agent's (``docs/threat-model.md``).
+output saying why. The changes applied are returned with the text (the loop records them on the call,
+``records.FileEffect``); replay may choose the bytes written (``Workspace.copy_back_bytes``). As root the
+run directory is a size-bounded tmpfs and the call runs in a control group of its own (``callgroup.py``);
+the directory's removal never fails on what a program left in it (``rundir.py``), so a call's effects,
+once applied, are always the agent's (``docs/threat-model.md``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from evoaudit.suite.apex.base.filetext import ToolError, shared_out, unencodable
 from evoaudit.suite.apex.base.limits import Limits
-from evoaudit.suite.apex.base.workspace import Outbound, Workspace, norm_path
+from evoaudit.suite.apex.base.workspace import FileChange, Outbound, Workspace, norm_path
 from evoaudit.suite.apex.runtime import isolation, readwatch, rundir
 from evoaudit.suite.apex.runtime.isolation import INSIDE
 
@@ -293,9 +295,12 @@ def _sweep_once() -> None:
         log.warning("run_command: removed the run directory %s of a process that no longer exists", path)
 
 
-def run_in_sandbox(ws: Workspace, command: str, call_tool: CallTool, timeout: int = 30) -> str:
+def run_in_sandbox(
+    ws: Workspace, command: str, call_tool: CallTool, timeout: int = 30
+) -> tuple[str, tuple[FileChange, ...]]:
     """Run ``command`` over a copy of ``ws``; the program's app calls go through ``call_tool`` (the tool
-    layer's ``tools.call_tool``, passed in so that this module does not import the tools)."""
+    layer's ``tools.call_tool``, passed in so that this module does not import the tools). Returns the
+    text the caller sees and the file changes copied back (``FileChange``, in the order applied)."""
     s = ws.settings
     info = isolation.sandbox_status(s)
     if not info.available:
@@ -312,7 +317,7 @@ def run_in_sandbox(ws: Workspace, command: str, call_tool: CallTool, timeout: in
     size = sum(len(f.data) for f in ws.files.values()) + 4 * (lim.file_size_mb << 20) + (16 << 20)
     bounded = rundir.mount_bounded(run_dir, size)
     try:
-        out, status = _call(ws, command, call_tool, run_dir, kind, lim, timeout, notes)
+        out, status, applied = _call(ws, command, call_tool, run_dir, kind, lim, timeout, notes)
     finally:
         # Whatever the program left (a tree deeper than any recursion, folders of mode 000, any name) is
         # removed without raising: the call's effects, already applied, stay the agent's.
@@ -324,7 +329,7 @@ def run_in_sandbox(ws: Workspace, command: str, call_tool: CallTool, timeout: in
     limit = ws.settings.page_chars
     out = out if len(out) <= limit else out[:limit] + f"\n[... {len(out) - limit} more characters]"
     tail = ("\n" + "\n".join(notes)) if notes else ""
-    return f"[{status}]\n{out}{tail}"
+    return f"[{status}]\n{out}{tail}", applied
 
 
 def _call(
@@ -336,8 +341,9 @@ def _call(
     lim: Limits,
     timeout: int,
     notes: _Notes,
-) -> tuple[str, str]:
-    """One call in ``run_dir``: materialise, run, copy back, apply the spool. Returns (output, status).
+) -> tuple[str, str, tuple[FileChange, ...]]:
+    """One call in ``run_dir``: materialise, run, copy back, apply the spool. Returns (output, status, the
+    file changes the copy-back applied).
 
     Long on purpose: the steps share the run directory in order; apart, each would pass it all back."""
     for d in ("workspace", "home", "lib", "spool", "etc"):
@@ -390,6 +396,7 @@ def _call(
     after, unread = _collect(work, lim, notes, before)
     skipped |= unread
     changed = [p for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
+    applied: list[FileChange] = []
     # Deletions first: a folder a program replaced by a file (or the reverse) then never clashes.
     for path in sorted(changed, key=lambda p: p in after):
         if path in skipped:
@@ -397,10 +404,13 @@ def _call(
         try:
             key = norm_path(path)
             if path in after:
+                data = after[path] if ws.copy_back_bytes is None else ws.copy_back_bytes(key, after[path])
+                entry = ws.put_file(key, data)
+                applied.append(FileChange(key, data))
                 # A program's write to a file shared outside the firm leaves it too (tools.shared_out).
-                shared_out(ws, ws.put_file(key, after[path]), program)
-            else:
-                ws.files.pop(key, None)
+                shared_out(ws, entry, program)
+            elif ws.files.pop(key, None) is not None:
+                applied.append(FileChange(key, None))
         except (ValueError, ToolError) as exc:
             notes.add(path, str(exc))
     requests = _spool_lines(spool / "requests.jsonl", lim, notes)
@@ -428,7 +438,7 @@ def _call(
             call_tool(ws, tool, args, program)
     if not_utf8:
         notes.append(f"[workspace_api: {not_utf8} request(s) skipped: their text is not valid UTF-8]")
-    return out, status
+    return out, status, tuple(applied)
 
 
 def _spool_lines(path: Path, lim: Limits, notes: _Notes) -> list[str]:

@@ -35,6 +35,7 @@ from evoaudit.suite.apex.base.workspace import (
     CalendarEvent,
     CallRecord,
     ChatMessage,
+    CopyBack,
     Email,
     Outbound,
     Workspace,
@@ -379,7 +380,10 @@ def run_command(ws: Workspace, command: str, timeout: int = 30) -> str:
         raise ToolError(
             f"command is {size} bytes, over {MAX_COMMAND_BYTES}: write the program to a file and run that"
         )
-    return run_in_sandbox(ws, command, call_tool, timeout)
+    text, changes = run_in_sandbox(ws, command, call_tool, timeout)
+    # The call's own record is appended next (``_call_tool``), after its program's calls: its seq.
+    ws.copied_back = CopyBack(len(ws.calls), changes)
+    return text
 
 
 def submit_answer(ws: Workspace, answer: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.config import Config, apex_arm_config, apex_model_config
+from evoaudit.config import Config, apex_arm_config, apex_model_config, suite_view
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.models.factory import make_backend
@@ -37,7 +37,7 @@ def repeat_lineages(cfg: Config) -> list[str]:
 def endpoint_instances(cfg: Config, attack_set: Path | None = None) -> list[Instance]:
     """The endpoint variant's instances (one per task): what APEX-Harm runs and attacks. ``attack_set``
     points them at another frozen attack set of the same worlds (an ablated arm, ``apex.ablations``)."""
-    out = [i for i in get_suite(APEX).build_instances(cfg) if i.role == "endpoint"]
+    out = [i for i in get_suite(APEX).build_instances(suite_view(cfg)) if i.role == "endpoint"]
     if attack_set is None:
         return out
     # What an instance's environment holds is the suite's to read and rewrite.

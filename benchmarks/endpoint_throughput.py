@@ -100,7 +100,7 @@ async def _measure(
                 lineage += 1
                 specs = plan_episodes(f"B{lineage}", "bench", "attacked", instances, GOALS)
             spec = specs.pop()
-            injections = suite.injections(cfg, spec.instance, spec.goal)
+            injections = suite.injections(cfg.suite, spec.instance, spec.goal)
             _, _, ep = await run_instance(
                 backend,
                 cfg.agent.system_prompt,

@@ -12,7 +12,7 @@ with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
     audit = get_checker_audit(snakemake.wildcards.xsuite)
     outputs = [Path(snakemake.output.csv), Path(snakemake.output.summary)]
-    audit.checker_audit(cfg, *outputs)
+    audit.checker_audit(cfg.suite, *outputs)
     write_provenance(
         outputs, cfg, "suite_checker_audit", suite=audit.name, benchmark_version=audit.benchmark_version
     )

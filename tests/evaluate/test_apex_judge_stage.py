@@ -12,6 +12,7 @@ from apex_attack_kit import mailed as _mailed
 from apex_attack_kit import sim_judge as _judge
 
 from evoaudit import config as config_mod
+from evoaudit.config import suite_view
 from evoaudit.evaluate.apex.judge import final_decisions, judge_stage, read_judged
 from evoaudit.models.http import ServerThread
 from evoaudit.models.sim.server import SimHandler
@@ -275,7 +276,7 @@ def pricing(tmp_path_factory):
         cfg.suite.apex.seed,
     )
     suite = ApexSuite()
-    inst = next(i for i in suite.build_instances(cfg) if i.family == TASK)
+    inst = next(i for i in suite.build_instances(suite_view(cfg)) if i.family == TASK)
     return suite, inst, task, attack_set(out / "attacks.json")
 
 

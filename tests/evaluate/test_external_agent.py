@@ -14,6 +14,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
+from evoaudit.config import suite_view
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
 from evoaudit.replay.suites import replay_for
@@ -53,7 +54,7 @@ def _cfg(extra: dict, external: dict | None = None) -> config_mod.Config:
 
 def _episodes(cfg, instance_id: str, goal: str):
     suite = get_suite(cfg.suite.name)
-    instances = [i for i in suite.build_instances(cfg) if i.instance_id == instance_id]
+    instances = [i for i in suite.build_instances(suite_view(cfg)) if i.instance_id == instance_id]
     backend = make_backend(cfg, cfg.executor, instances)
     specs = [
         *plan_episodes("L1", "static", "benign", instances, []),

@@ -19,6 +19,7 @@ import yaml
 from evoaudit import config as config_mod
 from evoaudit.agent.profile import configured_prompt
 from evoaudit.cli import main
+from evoaudit.config import suite_view
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.evaluate.served.record import read_record
 from evoaudit.models.factory import make_backend
@@ -58,7 +59,7 @@ def _config(tmp_path: Path, extra: dict) -> tuple[Path, config_mod.Config]:
 def _workflow_rollout(cfg, instance_id: str, goal: str | None):
     """The workflow's own episode of ``instance_id``: the simulator's scripted plan through the runner."""
     suite = get_suite(cfg.suite.name)
-    instances = [i for i in suite.build_instances(cfg) if i.instance_id == instance_id]
+    instances = [i for i in suite.build_instances(suite_view(cfg)) if i.instance_id == instance_id]
     arm = "attacked" if goal else "benign"
     (spec,) = plan_episodes("L1", "static", arm, instances, [goal] if goal else [])
     backend = make_backend(cfg, cfg.executor, instances)

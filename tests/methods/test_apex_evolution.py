@@ -11,6 +11,7 @@ import yaml
 from conftest import REPO, copy_workflow, snakemake
 
 from evoaudit import config as config_mod
+from evoaudit.config import suite_view
 from evoaudit.errors import AuditError
 from evoaudit.records import Instance
 from evoaudit.suite.apex import audit_stage
@@ -25,7 +26,7 @@ def _example() -> dict:
 def test_the_example_config_validates():
     cfg = config_mod.from_dict(_example(), str(EXAMPLE))
     assert cfg.suite.name == "apex" and cfg.suite.apex.variants[0] in cfg.roles.benign_endpoint
-    audit_stage.check_roles(cfg)
+    audit_stage.check_roles(suite_view(cfg))
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_roles_that_disagree_with_the_apex_variants_are_refused():
     }
     cfg = config_mod.from_dict(raw, "test")
     with pytest.raises(AuditError, match=r"roles.benign_endpoint and roles.attacked_endpoint must be \[v0\]"):
-        audit_stage.check_roles(cfg)
+        audit_stage.check_roles(suite_view(cfg))
 
 
 def _inst(family: str, domain: str) -> Instance:

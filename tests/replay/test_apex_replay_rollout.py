@@ -10,6 +10,7 @@ import time
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.config import suite_view
 from evoaudit.models.sim.apex import SimAttacker
 from evoaudit.records import ExecutedCall, FileEffect, Message, Outcome, Rollout, ToolCall
 from evoaudit.replay.apex import replay_apex_rollout
@@ -40,7 +41,7 @@ def world(tmp_path_factory):
         out / "attacks.json", [task], Attacker(SimAttacker(), "sim"), attack_sets.AttackOptions()
     )
     suite = ApexSuite()
-    instance = next(i for i in suite.build_instances(cfg) if i.family == TASK)
+    instance = next(i for i in suite.build_instances(suite_view(cfg)) if i.family == TASK)
     return suite, instance, task, attack_sets.load_attack_set(out / "attacks.json")
 
 

@@ -256,10 +256,13 @@ def test_the_tool_filters_question_goes_out_with_tool_choice_none_and_nothing_el
 
 
 def test_the_apex_plan_refuses_a_defence_apex_harm_lists_as_unsupported():
-    from evoaudit.evaluate.apex.shard import plan_apex
+    from evoaudit.evaluate.apex.shard import ApexShardJob, plan_apex
+    from evoaudit.suite.registry import get_suite
 
+    cfg = config_mod.from_dict({})
+    job = ApexShardJob(cfg, "sim", cfg, get_suite("apex"), ())  # no worlds needed: refused before planning
     with pytest.raises(ValueError, match="'tool_filter' does not run on APEX-Harm"):
-        plan_apex(config_mod.from_dict({}), "sim", "benign", None, None, "tool_filter")
+        plan_apex(job, "benign", None, "tool_filter")
 
 
 def test_a_defence_under_another_runners_profile_is_refused_naming_both_keys():

@@ -164,10 +164,10 @@ def test_attacks_and_injections_come_from_the_suite(cfg):
         "injection_task_6",
     ]
     assert suite.attacks(["injection_task_4"], unreached) == []
-    placed = suite.injections(cfg, reached, "injection_task_4")
+    placed = suite.injections(cfg.suite, reached, "injection_task_4")
     assert sorted(placed) == sorted(reached.vectors)
     assert banking.injection_task("injection_task_4").GOAL in next(iter(placed.values()))
-    assert suite.injections(cfg, reached, None) == {}
+    assert suite.injections(cfg.suite, reached, None) == {}
 
 
 def test_task_score_is_one_or_zero_for_banking_and_old_records_read_it_from_utility():

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from evoaudit import config as config_mod
-from evoaudit.config import ConfigError
+from evoaudit.config import ConfigError, suite_view
 from evoaudit.ops.apex import plan as apex_plan
 from evoaudit.ops.plan import _family_counts
 from evoaudit.suite.agentdojo.banking.instances import build_instances
@@ -73,7 +73,7 @@ def test_instances_and_the_plan_follow_the_selection_with_the_split_of_all_famil
     chosen = ["user_task_0", "user_task_13"]
     cfg = load({"suite": {"families": list(reversed(chosen))}})
     suite = get_suite("banking")
-    assert suite.families(cfg) == chosen
+    assert suite.families(suite_view(cfg)) == chosen
     assert len(suite.families()) == 15
     instances = build_instances(cfg)
     assert sorted({i.family for i in instances}) == chosen
@@ -89,7 +89,7 @@ def test_apex_tasks_select_the_suites_families_and_scale_the_planned_attacks(tmp
         "suite": {"apex": {"out": str(tmp_path / "apex")}},
     }
     cfg = load(raw)
-    assert get_suite("apex").families(cfg) == ["ib_wacc", "law_nda_terms"]
+    assert get_suite("apex").families(suite_view(cfg)) == ["ib_wacc", "law_nda_terms"]
     assert len(get_suite("apex").families()) == 15
     counts, source = apex_plan.attack_counts(cfg)
     assert counts == {"c1": 4, "c4": 4} and "not built" in source  # 2 per task; c4perm + c4noperm

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evoaudit import config
+from evoaudit.config import suite_view
 from evoaudit.suite.agentdojo.banking.adapter import BankingSuite
 from evoaudit.suite.agentdojo.banking.families import kept_families
 from evoaudit.suite.interface import AuditSuite
@@ -40,7 +41,7 @@ def test_split_refuses_counts_that_leave_a_side_empty():
 
 def test_instances_carry_the_split_and_roles_from_config():
     cfg = config.from_dict({})
-    instances = get_suite("banking").build_instances(cfg)
+    instances = get_suite("banking").build_instances(suite_view(cfg))
     for inst in instances:
         assert inst.role == cfg.roles.of(inst.variant)
     sides = {(i.cluster, i.split) for i in instances}

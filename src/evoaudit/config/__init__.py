@@ -7,7 +7,8 @@ evoaudit.config_schema`` (tests/package/test_config_schema_models.py fails when 
 differs). ``limits`` bounds a configuration file before it is parsed; ``checks`` applies the schema, fills
 its defaults and runs the semantic checks (``from_dict``, ``load``); ``derived`` builds the configurations
 derived from a validated one and ``stage_config``, the one answer to which configuration a stage depends
-on (rerun triggers, resume keys, provenance). Everything is importable from here.
+on (rerun triggers, resume keys, provenance); ``views`` the typed parts of it that a door reads.
+Everything is importable from here.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ from evoaudit.config.model import (
     Variant,
     WireConfig,
 )
+from evoaudit.config.views import SuiteView, suite_view
 
 __all__ = [
     "AWMParams",
@@ -154,6 +156,7 @@ __all__ = [
     "SimErrorKinds",
     "SkillOptParams",
     "SuiteConfig",
+    "SuiteView",
     "TransferConfig",
     "UserTasks",
     "Variant",
@@ -168,6 +171,7 @@ __all__ = [
     "schema",
     "stage_config",
     "stage_digest",
+    "suite_view",
     "validate",
     "without_cache",
 ]

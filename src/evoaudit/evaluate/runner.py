@@ -208,7 +208,7 @@ async def run_episode(
         spec = bind(run, spec)
     inst = spec.instance
     suite = get_suite(inst.suite)
-    injections = suite.injections(run.config, inst, spec.goal)
+    injections = suite.injections(run.config.suite, inst, spec.goal)
     if not run.config.agent.external.command:
         run_agent = run_instance
     else:  # your own agent over MCP (agent.external)

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from evoaudit.config import Config
+from evoaudit.config import Config, suite_view
 from evoaudit.errors import AuditError
 from evoaudit.methods.conditions import round_conditions
 from evoaudit.methods.registry import get_method
@@ -152,7 +152,7 @@ def _family_counts(cfg: Config) -> tuple[Counter, Counter]:
 
     by_variant_split: Counter = Counter()
     attackable: Counter = Counter()
-    for inst in get_suite(cfg.suite.name).planned_instances(cfg):
+    for inst in get_suite(cfg.suite.name).planned_instances(suite_view(cfg)):
         by_variant_split[(inst.variant, inst.split)] += 1
         attackable[inst.variant] += inst.attackable
     return by_variant_split, attackable

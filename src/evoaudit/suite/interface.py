@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_ch
 from evoaudit.records import Call, FileEffect, Instance, Message
 
 if TYPE_CHECKING:
-    from evoaudit.config import Config, SuiteConfig
+    from evoaudit.config import SuiteConfig, SuiteView
 
 
 def select_ids(
@@ -92,9 +92,10 @@ class CheckerAudit(Protocol):
         """Every user task whose official predicate the audit probes, in the suite's order."""
         ...
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
         """Probe rows (``stage.AUDIT_FIELDS``; the ``published`` probe set among them) at ``csv_path``;
-        the summary at ``summary_path`` with ``defects`` ({task: failure classes, most severe first})."""
+        the summary at ``summary_path`` with ``defects`` ({task: failure classes, most severe first}).
+        ``suite_cfg``: the config's ``suite`` section (its checker-audit profile)."""
         ...
 
 
@@ -184,38 +185,39 @@ class AuditSuite(SuiteEnvironment, Protocol):
     # Defences (suite.defenses) this suite cannot run, each with its reason; every other runs on it.
     unsupported_defenses: dict[str, str]
 
-    def families(self, cfg: Config | None = None) -> list[str]:
-        """Kept families (task ids), in a fixed order; with ``cfg``, only those its selection keeps
-        (``suite.families`` for Banking, ``apex.tasks`` for APEX-Harm). Instances, the plan and the
-        workflow's stages all take their families from here."""
+    def families(self, view: SuiteView | None = None) -> list[str]:
+        """Kept families (task ids), in a fixed order; with ``view`` (``config.suite_view``), only those its
+        selection keeps (``suite.families`` for Banking, ``apex.tasks`` for APEX-Harm). Instances, the plan
+        and the workflow's stages all take their families from here."""
         ...
 
     def excluded(self) -> dict[str, str]:
         """Families left out, each with its reason."""
         ...
 
-    def build_instances(self, cfg: Config) -> list[Instance]:
+    def build_instances(self, view: SuiteView) -> list[Instance]:
         """Every kept family × variant with role, split, fixture, ground truth and corrected predicate."""
         ...
 
     # --- the suite stage -------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
+    def planned_instances(self, view: SuiteView) -> list[PlannedInstance]:
         """The instances ``build_instances`` will give, as the plan counts them; available before the
         suite's inputs are built (then an estimate the suite documents)."""
         ...
 
-    def check_selection(self, cfg: Config) -> None:
+    def check_selection(self, view: SuiteView) -> None:
         """Raise ValueError, naming the field, when the configuration's selection of this suite's families
         is not one it can run (an unknown id, nothing left to learn on, a field of another suite)."""
         ...
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
         """The pre-model audit of the suite's own checkers (rule checker_audit): the probe table at
-        ``csv_path`` (and the files beside it, ``suite.stage``), the summary at ``summary_path``."""
+        ``csv_path`` (and the files beside it, ``suite.stage``), the summary at ``summary_path``;
+        ``suite_cfg``, the config's ``suite`` section, chooses the profile."""
         ...
 
     def make_instances(
-        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, view: SuiteView, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         """The instance stage (rule instances): the learning table at ``table``, the sealed endpoint file
         beside it and the suite spec at ``spec_path``, which it returns. ``inputs``: the further files
@@ -228,8 +230,9 @@ class AuditSuite(SuiteEnvironment, Protocol):
         it), those an attacked arm runs against ``instance``; empty when none reaches it."""
         ...
 
-    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
-        """What the attack places, {placement: exact text}; recorded with the rollout. ``{}`` when benign."""
+    def injections(self, suite_cfg: SuiteConfig, instance: Instance, attack: str | None) -> dict[str, str]:
+        """What the attack places, {placement: exact text}; recorded with the rollout. ``{}`` when benign.
+        ``suite_cfg``: the config's ``suite`` section (the attack's names, ``suite.attack``)."""
         ...
 
     def prompt_for(self, instance: Instance, attack: str | None) -> str:

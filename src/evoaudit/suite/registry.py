@@ -16,7 +16,7 @@ import importlib
 import threading
 from typing import Any, Literal
 
-from evoaudit.config import Config, ConfigError
+from evoaudit.config import Config, ConfigError, suite_view
 from evoaudit.suite.interface import AuditSuite, CheckerAudit
 
 Kind = Literal["suite", "environments", "roles", "commands", "machine", "checker_audit", "stage_inputs"]
@@ -116,9 +116,10 @@ def check_selection(cfg: Config, source: str) -> None:
                 raise ValueError(
                     f"defenses: {name!r} does not run on suite {cfg.suite.name!r}: {refused[name]}; remove it"
                 )
-        get_suite(cfg.suite.name).check_selection(cfg)
+        view = suite_view(cfg)
+        get_suite(cfg.suite.name).check_selection(view)
         if cfg.apex.tasks is not None:  # the APEX-Harm half of any run (apex.enabled) takes its tasks here
-            get_suite("apex").families(cfg)  # raises naming apex.tasks and the valid ids
+            get_suite("apex").families(view)  # raises naming apex.tasks and the valid ids
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from evoaudit.config import Config
+from evoaudit.config import Config, suite_view
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Instance, SuiteSpec
@@ -115,7 +115,7 @@ def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
     ``summary_path``; no model is called."""
     from evoaudit.suite.registry import get_suite
 
-    return get_suite(cfg.suite.name).checker_audit(cfg, csv_path, summary_path)
+    return get_suite(cfg.suite.name).checker_audit(cfg.suite, csv_path, summary_path)
 
 
 def make_instances(
@@ -137,4 +137,5 @@ def make_instances(
             + ", ".join(f"{name} {path}" for name, path in missing.items())
             + "; build them first (for APEX-Harm: `snakemake apex_worlds apex_attacks`)"
         )
-    return get_suite(cfg.suite.name).make_instances(cfg, audit_summary, table, spec_path, inputs or {})
+    view = suite_view(cfg)
+    return get_suite(cfg.suite.name).make_instances(view, audit_summary, table, spec_path, inputs or {})

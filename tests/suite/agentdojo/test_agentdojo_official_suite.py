@@ -10,6 +10,7 @@ from agentdojo.task_suite.load_suites import get_suite as agentdojo_suite
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import suite_view
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
 from evoaudit.records import Call
@@ -49,7 +50,7 @@ def _one(name: str):
     family, goal = CASES[name]
     cfg = _cfg(name, [family], [goal])
     suite = get_suite(name)
-    (inst,) = suite.build_instances(cfg)
+    (inst,) = suite.build_instances(suite_view(cfg))
     return cfg, suite, inst, goal
 
 
@@ -82,11 +83,11 @@ def test_an_instance_is_agentdojos_own_user_task_with_the_vectors_its_attack_fin
 def test_the_attack_places_the_injection_tasks_goal_in_every_reached_vector_and_nowhere_else(name):
     cfg, suite, inst, goal = _one(name)
     assert suite.attacks([goal], inst) == [goal]
-    placed = suite.injections(cfg, inst, goal)
+    placed = suite.injections(cfg.suite, inst, goal)
     assert sorted(placed) == inst.vectors
     goal_text = agentdojo_suite("v1.2.2", name).get_injection_task_by_id(goal).GOAL
     assert all(goal_text in text and "Emma Johnson" in text for text in placed.values())
-    assert suite.injections(cfg, inst, None) == {}
+    assert suite.injections(cfg.suite, inst, None) == {}
     env = suite.build_environment(inst, goal, placed)
     seen = "".join(suite.run_call(suite.copy_environment(env), c)[0] for c in inst.ground_truth)
     assert goal_text.split()[0] in seen
@@ -95,7 +96,7 @@ def test_the_attack_places_the_injection_tasks_goal_in_every_reached_vector_and_
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_official_predicates_judge_the_ground_truth_the_goal_plan_and_doing_nothing(name):
     cfg, suite, inst, goal = _one(name)
-    placed = suite.injections(cfg, inst, goal)
+    placed = suite.injections(cfg.suite, inst, goal)
     pre = suite.build_environment(inst, goal, placed)
     answer = inst.answer or "Done."
     done = _run(suite, suite.copy_environment(pre), inst.ground_truth)
@@ -115,10 +116,10 @@ def test_tasks_judged_on_the_call_trace_are_excluded_and_refused_with_the_reason
     assert "user_task_4" in workspace.excluded() and "user_task_4" not in workspace.families()
     assert "utility_from_traces" in workspace.excluded()["user_task_4"]
     with pytest.raises(ValueError, match="suite.families.*user_task_4 is excluded"):
-        workspace.families(_cfg("workspace", ["user_task_4"], ["injection_task_0"]))
+        workspace.families(suite_view(_cfg("workspace", ["user_task_4"], ["injection_task_0"])))
     assert "injection_task_5" not in slack.goals()
     with pytest.raises(ValueError, match=r"suite.goals: \['injection_task_5'\].*call trace"):
-        slack.check_selection(_cfg("slack", ["user_task_0"], ["injection_task_5"]))
+        slack.check_selection(suite_view(_cfg("slack", ["user_task_0"], ["injection_task_5"])))
 
 
 def test_the_one_variant_must_be_the_endpoint_of_both_arms():
@@ -129,7 +130,7 @@ def test_the_one_variant_must_be_the_endpoint_of_both_arms():
         }
     )
     with pytest.raises(ValueError, match="roles.benign_endpoint and roles.attacked_endpoint must list v0"):
-        get_suite("travel").check_selection(cfg)
+        get_suite("travel").check_selection(suite_view(cfg))
 
 
 def test_the_email_tools_stamp_the_fixed_clock_so_a_state_is_a_function_of_its_calls():
@@ -165,7 +166,7 @@ def test_a_change_beyond_the_plan_is_harm_and_leaving_the_plan_undone_or_reading
 def slack_rollouts():
     """Real episodes on Slack by the simulator (every goal followed), benign and attacked."""
     cfg = _cfg("slack", ["user_task_2"], ["injection_task_1"], compliance=1.0, read_propensity=1.0)
-    instances = get_suite("slack").build_instances(cfg)
+    instances = get_suite("slack").build_instances(suite_view(cfg))
     backend = make_backend(cfg, cfg.executor, instances)
     specs = plan_episodes("L1", "static", "benign", instances, []) + plan_episodes(
         "L1", "static", "attacked", instances, ["injection_task_1"]
@@ -217,7 +218,7 @@ def test_the_slack_example_runs_the_static_condition_benign_and_attacked_and_rep
 def test_the_simulator_calls_only_the_suites_own_tools_on_travel():
     # Banking's extra transaction read must not leak into another suite's episodes.
     cfg = _cfg("travel", ["user_task_4"], ["injection_task_0"], read_propensity=1.0)
-    instances = get_suite("travel").build_instances(cfg)
+    instances = get_suite("travel").build_instances(suite_view(cfg))
     backend = make_backend(cfg, cfg.executor, instances)
     specs = plan_episodes("L1", "static", "benign", instances, []) + plan_episodes(
         "L1", "static", "attacked", instances, ["injection_task_0"]

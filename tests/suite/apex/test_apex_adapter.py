@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from evoaudit import config as config_mod
+from evoaudit.config import suite_view
 from evoaudit.errors import AuditError
 from evoaudit.models.base import ChatRequest, ChatResponse
 from evoaudit.records import Call, Instance, Message, ToolCall
@@ -38,7 +39,7 @@ def built(tmp_path_factory) -> tuple[config_mod.Config, list[Instance]]:
     out = tmp_path_factory.mktemp("apex")
     apex_build(_cfg(out, variants=["v0", "v1"]).suite.apex)  # v1 for the evolution-extension test
     cfg = _cfg(out)
-    return cfg, ApexSuite().build_instances(cfg)
+    return cfg, ApexSuite().build_instances(suite_view(cfg))
 
 
 def _by_family(instances: list[Instance], family: str) -> Instance:
@@ -66,7 +67,7 @@ def test_one_instance_per_task_with_rubric_predicate_and_oracle_ground_truth(bui
 
 def test_further_variants_are_acquisition_and_make_their_family_seen(built):
     cfg = _cfg(built[0].suite.apex.out, variants=["v0", "v1"])
-    instances = ApexSuite().build_instances(cfg)
+    instances = ApexSuite().build_instances(suite_view(cfg))
     roles = {(i.variant, i.role, i.split) for i in instances}
     assert roles == {("v0", "endpoint", "seen"), ("v1", "acquisition", "seen")}
 
@@ -100,7 +101,7 @@ def test_final_message_is_the_answer_when_submit_answer_is_not_called(built):
 def test_a_changed_world_is_refused_by_the_instance_that_pinned_the_old_one(built, tmp_path):
     cfg, _ = built
     shutil.copytree(cfg.suite.apex.out, tmp_path / "apex")
-    inst = _by_family(ApexSuite().build_instances(_cfg(tmp_path / "apex")), "mc_churn_rate")
+    inst = _by_family(ApexSuite().build_instances(suite_view(_cfg(tmp_path / "apex"))), "mc_churn_rate")
     world = tmp_path / "apex" / "v0" / "worlds" / f"{json.loads(inst.environment_template)['world_id']}.zip"
     world.write_bytes(world.read_bytes() + b"\0")
     with pytest.raises(AuditError, match="not the file the instance table pinned"):
@@ -146,7 +147,7 @@ def test_attacked_environment_holds_the_payload_and_benign_one_does_not(attacked
     suite = ApexSuite()
     benign = suite.build_environment(inst, None, {})
     static = next(a for a in frozen.values() if a.category == 1 and a.payload[0].target.startswith("file:"))
-    env = suite.build_environment(inst, static.attack_id, suite.injections(cfg, inst, static.attack_id))
+    env = suite.build_environment(inst, static.attack_id, suite.injections(cfg.suite, inst, static.attack_id))
     path = static.payload[0].target.removeprefix("file:")
     assert env.files[path].data == static.payload[0].data
     assert benign.files.get(path) is None or benign.files[path].data != static.payload[0].data
@@ -164,7 +165,7 @@ def test_a_category_5_episode_gets_the_clean_prompt_and_a_replaced_helper_nothin
     assert len(c5) == 2
     for a in c5:
         assert suite.prompt_for(inst, a.attack_id).encode() == inst.prompt.encode()
-        env = suite.build_environment(inst, a.attack_id, suite.injections(cfg, inst, a.attack_id))
+        env = suite.build_environment(inst, a.attack_id, suite.injections(cfg.suite, inst, a.attack_id))
         path = a.targets[0]
         assert path in inst.prompt and env.files[path].data != benign.files[path].data
         assert set(env.files) == set(benign.files)  # the helper replaced in place, no file added
@@ -228,7 +229,7 @@ def test_a_replaced_helper_run_by_the_oracle_plan_is_harm_not_authorised_work(bu
     cfg = _cfg(tmp_path / "apex", allow_unsandboxed=True)
     _freeze_attacks(cfg, "mc_pricing_elasticity")
     suite = ApexSuite()
-    inst = _by_family(suite.build_instances(cfg), "mc_pricing_elasticity")
+    inst = _by_family(suite.build_instances(suite_view(cfg)), "mc_pricing_elasticity")
     reached = 0
     for attack in suite.attacks(["c5"], inst):
         env = suite.build_environment(inst, attack, {})

@@ -10,6 +10,7 @@ import pytest
 from conftest import copy_workflow, snakemake
 
 from evoaudit import config as config_mod
+from evoaudit.config import suite_view
 from evoaudit.suite.apex.adapter import ApexSuite
 from evoaudit.suite.apex.stage import build_worlds
 from evoaudit.suite.apex.worlds.generate import TASK_IDS
@@ -45,7 +46,7 @@ def test_two_builds_from_scratch_write_the_same_spec_which_pins_every_world(tmp_
     provenance = json.loads((tmp_path / "a" / "provenance.json").read_text())
     assert provenance["apex_spec.json"]["apex_spec_sha256"] == spec["sha256"]
     # The instances read the same cache.
-    assert len(ApexSuite().build_instances(_cfg(tmp_path / "a"))) == len(TASKS)
+    assert len(ApexSuite().build_instances(suite_view(_cfg(tmp_path / "a")))) == len(TASKS)
 
 
 def _jobs(stdout: str) -> set[str]:

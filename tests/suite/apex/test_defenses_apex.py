@@ -9,6 +9,7 @@ import pytest
 
 from evoaudit import config as config_mod
 from evoaudit.agent.prompt import system_prompt
+from evoaudit.config import suite_view
 from evoaudit.evaluate.runner import plan_episodes, run_one
 from evoaudit.models.factory import make_backend
 from evoaudit.models.sim.apex import SimAttacker
@@ -34,7 +35,8 @@ def world(tmp_path_factory):
     attack_sets.build_attack_set(
         out / "attacks.json", [task], Attacker(SimAttacker(), "sim"), attack_sets.AttackOptions()
     )
-    instance = next(i for i in ApexSuite().build_instances(cfg) if i.family == TASK and i.role == "endpoint")
+    built = ApexSuite().build_instances(suite_view(cfg))
+    instance = next(i for i in built if i.family == TASK and i.role == "endpoint")
     attacks = attack_sets.load_attack_set(out / "attacks.json")
     attack = next(a for a in attacks if a.attack_id.startswith("c1."))
     return cfg, instance, attack.attack_id

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.prompt import system_prompt
-from evoaudit.config import Config, apex_arm_config, apex_model_config
+from evoaudit.config import Config, SuiteView, apex_arm_config, apex_model_config, suite_view
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.models.factory import make_backend
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm, Instance
 from evoaudit.suite.defenses import NEEDS_ACQUISITION, ORIGINS
+from evoaudit.suite.interface import AuditSuite
 from evoaudit.suite.registry import get_suite
 
 APEX = "apex"
@@ -37,35 +39,66 @@ def repeat_lineages(cfg: Config) -> list[str]:
 def endpoint_instances(cfg: Config, attack_set: Path | None = None) -> list[Instance]:
     """The endpoint variant's instances (one per task): what APEX-Harm runs and attacks. ``attack_set``
     points them at another frozen attack set of the same worlds (an ablated arm, ``apex.ablations``)."""
-    out = [i for i in get_suite(APEX).build_instances(cfg) if i.role == "endpoint"]
+    return _endpoint_instances(get_suite(APEX), suite_view(cfg), attack_set)
+
+
+def _endpoint_instances(suite: AuditSuite, view: SuiteView, attack_set: Path | None) -> list[Instance]:
+    out = [i for i in suite.build_instances(view) if i.role == "endpoint"]
     if attack_set is None:
         return out
     # What an instance's environment holds is the suite's to read and rewrite.
-    return [get_suite(APEX).with_attack_set(i, attack_set) for i in out]  # type: ignore[attr-defined]
+    return [suite.with_attack_set(i, attack_set) for i in out]  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class ApexShardJob:
+    """What one APEX-Harm shard job derives from its configuration, built once by its stage entry point
+    (``ApexShardJob.of``); the layers below take what they need from it instead of deriving it again."""
+
+    cfg: Config
+    """The workflow's configuration (the job's shard count, ``apex.shards``)."""
+
+    model_id: str
+    """The model whose episodes the job runs (``apex.models[].id``); it stands in the condition's place in
+    rollout ids."""
+
+    run_cfg: Config
+    """The configuration the episodes run under: the model's executor and simulator overrides over the
+    arm's orchestrator settings (``apex_model_config(apex_arm_config(cfg, ablation), model_id)``)."""
+
+    suite: AuditSuite
+    """APEX-Harm's suite object (``registry.get_suite``)."""
+
+    instances: tuple[Instance, ...]
+    """The endpoint instances (one per task), pointed at the arm's frozen attack set."""
+
+    @classmethod
+    def of(
+        cls, cfg: Config, model_id: str, attacks_path: Path | None, ablation: str | None = None
+    ) -> ApexShardJob:
+        """``ablation``: the arm's ablation (``apex.ablations``); None: the main run."""
+        run_cfg = apex_model_config(apex_arm_config(cfg, ablation), model_id)
+        suite = get_suite(APEX)
+        instances = _endpoint_instances(suite, suite_view(run_cfg), attacks_path)
+        return cls(cfg, model_id, run_cfg, suite, tuple(instances))
 
 
 def plan_apex(
-    cfg: Config,
-    model_id: str,
-    arm: Arm,
-    category: str | None,
-    attack_set: Path | None = None,
-    defense: str | None = None,
+    job: ApexShardJob, arm: Arm, category: str | None, defense: str | None = None
 ) -> list[EpisodeSpec]:
-    """Every repeat's episodes of one model: the benign run of each task, or each attack of ``category``;
-    under ``defense`` (the defence axis, ``suite.defenses``) when one is given; a defence the suite lists
-    as unsupported (``AuditSuite.unsupported_defenses``) is refused, whoever asks for it."""
-    refused = get_suite(APEX).unsupported_defenses
+    """Every repeat's episodes of the job's model: the benign run of each task, or each attack of
+    ``category``; under ``defense`` (the defence axis, ``suite.defenses``) when one is given; a defence the
+    suite lists as unsupported (``AuditSuite.unsupported_defenses``) is refused, whoever asks for it."""
+    refused = job.suite.unsupported_defenses
     if defense in refused:
         raise ValueError(f"defense {defense!r} does not run on APEX-Harm: {refused[defense]}")
     if defense in NEEDS_ACQUISITION:
         why = NEEDS_ACQUISITION[defense]
         raise ValueError(f"defense {defense!r} does not run in APEX-Harm's own runs: {why}")
-    instances = endpoint_instances(cfg, attack_set)
     goals = [category] if category else []
     specs: list[EpisodeSpec] = []
-    for lineage in repeat_lineages(cfg):
-        specs.extend(plan_episodes(lineage, model_id, arm, instances, goals, defense))
+    for lineage in repeat_lineages(job.run_cfg):
+        specs.extend(plan_episodes(lineage, job.model_id, arm, list(job.instances), goals, defense))
     return sorted(specs, key=lambda s: s.rollout_id)
 
 
@@ -88,11 +121,10 @@ def evaluate_apex_shard(
 ) -> None:
     """``ablation``: the arm's ablation (``apex.ablations``), whose orchestrator settings the episodes run
     under; None: the main run."""
-    run_cfg = apex_model_config(apex_arm_config(cfg, ablation), model_id)
-    planned = plan_apex(run_cfg, model_id, arm, category, attacks_path, defense)
-    specs = shard(planned, shard_index, cfg.apex.shards)
-    instances = endpoint_instances(run_cfg, attacks_path)
-    backend = make_backend(run_cfg, run_cfg.executor, instances)
+    job = ApexShardJob.of(cfg, model_id, attacks_path, ablation)
+    run_cfg = job.run_cfg
+    specs = shard(plan_apex(job, arm, category, defense), shard_index, cfg.apex.shards)
+    backend = make_backend(run_cfg, run_cfg.executor, list(job.instances))
     pin = run_pin(spec_path, attacks_path)
     write_provenance(
         out,
@@ -101,7 +133,7 @@ def evaluate_apex_shard(
         executor=backend.fingerprint(),
         spec=spec_path,
         apex_run_sha256=pin,
-        sandbox=sandbox_info(run_cfg),
+        sandbox=job.suite.sandbox_info(run_cfg.suite),  # type: ignore[attr-defined]
         **({} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}),
     )
     system = system_prompt(run_cfg.agent.system_prompt)

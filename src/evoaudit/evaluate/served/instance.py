@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.profile import configured_prompt
-from evoaudit.config import Config, stage_digest
+from evoaudit.config import Config, stage_digest, suite_view
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file, sha256_json
 from evoaudit.methods.artifact import artifact_files
@@ -59,7 +59,7 @@ def served_instance(
             f"suite.name: {cfg.suite.name!r} is not an AgentDojo suite; `evoaudit serve` serves banking, "
             "workspace, travel and slack (an APEX-Harm workspace is served by `evoaudit apex serve`)"
         )
-    instances = {i.instance_id: i for i in suite.build_instances(cfg)}
+    instances = {i.instance_id: i for i in suite.build_instances(suite_view(cfg))}
     if instance_id not in instances:
         shown = ", ".join(list(instances)[:12]) + (" ..." if len(instances) > 12 else "")
         raise AuditError(
@@ -103,7 +103,7 @@ def served_instance(
         suite=suite,
         instance=instance,
         goal=goal,
-        injections=suite.injections(cfg, instance, goal),
+        injections=suite.injections(cfg.suite, instance, goal),
         system=configured_prompt(cfg, sections),
         condition=condition_name,
         artifact_sha256=artifact_sha,

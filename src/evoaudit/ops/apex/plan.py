@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evoaudit.config import Config
+from evoaudit.config import Config, suite_view
 from evoaudit.errors import AuditError
 from evoaudit.ops.stages import probe_requests
 from evoaudit.paths import RELATIVE, Layout
@@ -66,7 +66,7 @@ def n_tasks(cfg: Config) -> int:
     """The APEX tasks the configuration runs (``apex.tasks``, through the suite door)."""
     from evoaudit.suite.registry import get_suite  # heavy import, only when planning
 
-    return len(get_suite("apex").families(cfg))
+    return len(get_suite("apex").families(suite_view(cfg)))
 
 
 def _recorded(path: Path) -> int:

@@ -94,7 +94,7 @@ def episode_of(suite: Any, instance: Instance, record: ServedRecord, ep: ServedE
     time stamps (``steady``) is listed, not fatal: the score reads the record's text and the rebuilt state.
     ``Unscorable`` names what cannot be rebuilt."""
     where = f"{record.instance_id}/{record.attack} episode {ep.episode}"
-    injections = suite.injections(cfg, instance, record.attack)
+    injections = suite.injections(cfg.suite, instance, record.attack)
     env = suite.build_environment(instance, record.attack, injections)
     pre = suite.copy_environment(env)
     if suite.state_sha256(pre) != ep.pre_state_sha256:

@@ -41,7 +41,7 @@ from evoaudit.suite.agentdojo.probing import DONE_OUTPUT, NO_OP_OUTPUT, Probe
 from evoaudit.suite.stage import AUDIT_FIELDS, write_csv
 
 if TYPE_CHECKING:
-    from evoaudit.config import Config
+    from evoaudit.config import SuiteConfig
 
 BENCHMARK_VERSION = "v1.2.2"
 PROBE_SET = "published"
@@ -281,5 +281,5 @@ class OfficialChecks:
     def user_tasks(self) -> list[str]:
         return user_task_ids(self.name)
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
         return run_checker_audit(self.rules, csv_path, summary_path)

@@ -62,7 +62,7 @@ from evoaudit.suite.stage import (
 )
 
 if TYPE_CHECKING:
-    from evoaudit.config import Config
+    from evoaudit.config import SuiteConfig, SuiteView
 
 VARIANT = "v0"
 HARM_CATEGORIES = ("change_beyond_plan",)
@@ -163,10 +163,10 @@ class OfficialSuite(OfficialEnvironments):
             if type(suite.get_user_task_by_id(t)).utility_from_traces is not BaseUserTask.utility_from_traces
         }
 
-    def families(self, cfg: Config | None = None) -> list[str]:
+    def families(self, view: SuiteView | None = None) -> list[str]:
         excluded = self.excluded()
         kept = [t for t in self.user_tasks() if t not in excluded]
-        chosen = None if cfg is None else cfg.suite.families
+        chosen = None if view is None else view.suite.families
         return select_ids(kept, chosen, "suite.families", excluded)
 
     def goals(self) -> list[str]:
@@ -182,12 +182,12 @@ class OfficialSuite(OfficialEnvironments):
             if type(task).security_from_traces is not BaseInjectionTask.security_from_traces
         ]
 
-    def build_instances(self, cfg: Config) -> list[Instance]:
+    def build_instances(self, view: SuiteView) -> list[Instance]:
         kept = self.families()
-        split = assign_split(kept, cfg.suite.n_unseen)
+        split = assign_split(kept, view.suite.n_unseen)
         suite = load_suite(self.name)
         out = []
-        for family in self.families(cfg):
+        for family in self.families(view):
             task = suite.get_user_task_by_id(family)
             pre = self.pre_environment(family)
             out.append(
@@ -196,7 +196,7 @@ class OfficialSuite(OfficialEnvironments):
                     suite=self.name,
                     family=family,
                     variant=VARIANT,
-                    role=cfg.roles.of(VARIANT),
+                    role=view.roles.of(VARIANT),
                     split=split.split[family],
                     cluster=split.cluster[family],
                     prompt=task.PROMPT,
@@ -204,22 +204,22 @@ class OfficialSuite(OfficialEnvironments):
                     ground_truth=_calls(task.ground_truth(pre.model_copy(deep=True))),
                     answer=getattr(task, "GROUND_TRUTH_OUTPUT", "") or None,
                     predicate={"kind": "official", "task": family},
-                    vectors=sorted(self._attack(cfg).get_injection_candidates(task)),
+                    vectors=sorted(self._attack(view.suite).get_injection_candidates(task)),
                 )
             )
         return out
 
-    def _attack(self, cfg: Config) -> Any:
-        return _attack(self.name, cfg.suite.attack.user_name, cfg.suite.attack.model_name)
+    def _attack(self, suite_cfg: SuiteConfig) -> Any:
+        return _attack(self.name, suite_cfg.attack.user_name, suite_cfg.attack.model_name)
 
     # --- the suite stage ------------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
-        return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
+    def planned_instances(self, view: SuiteView) -> list[PlannedInstance]:
+        return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(view)]
 
-    def check_selection(self, cfg: Config) -> None:
-        self.families(cfg)  # raises naming suite.families and the valid ids
+    def check_selection(self, view: SuiteView) -> None:
+        self.families(view)  # raises naming suite.families and the valid ids
         goals = self.goals()
-        wrong = [g for g in cfg.suite.goals if g not in goals]
+        wrong = [g for g in view.suite.goals if g not in goals]
         if wrong:
             traced = [g for g in wrong if g in self._trace_goals()]
             why = (
@@ -231,12 +231,13 @@ class OfficialSuite(OfficialEnvironments):
                 f"suite.goals: {wrong} are not injection tasks of suite {self.name}{why}; "
                 f"valid: {', '.join(goals)}"
             )
-        if cfg.suite.checker_audit.profile != "published":
+        if view.suite.checker_audit.profile != "published":
+            profile = view.suite.checker_audit.profile
             raise ValueError(
-                f"suite.checker_audit.profile: {cfg.suite.checker_audit.profile!r} has no probe set on suite "
+                f"suite.checker_audit.profile: {profile!r} has no probe set on suite "
                 f"{self.name} (its checker audit is the published one); set it to published"
             )
-        roles = cfg.roles
+        roles = view.roles
         if VARIANT not in roles.benign_endpoint or VARIANT not in roles.attacked_endpoint:
             raise ValueError(
                 f"roles.benign_endpoint and roles.attacked_endpoint must list {VARIANT}, suite {self.name}'s "
@@ -248,8 +249,8 @@ class OfficialSuite(OfficialEnvironments):
                 "sealed as the endpoint; list another variant name there (it has no instances)"
             )
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
-        summary = self.checks.checker_audit(cfg, csv_path, summary_path)
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
+        summary = self.checks.checker_audit(suite_cfg, csv_path, summary_path)
         # The files beside the table that only Banking's audit fills: no strict probe set (extension) and
         # no probes of the injection tasks' checkers here, so each holds its header only.
         write_csv(extension_csv_path(csv_path), EXTENSION_FIELDS, [])
@@ -257,7 +258,7 @@ class OfficialSuite(OfficialEnvironments):
         return summary
 
     def make_instances(
-        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, view: SuiteView, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         summary = json.loads(audit_summary.read_text())
         if summary.get("suite") != self.name:
@@ -265,12 +266,12 @@ class OfficialSuite(OfficialEnvironments):
                 f"{audit_summary}: written for suite {summary.get('suite')!r}, the config says suite.name: "
                 f"{self.name}; rerun the checker audit"
             )
-        self.check_selection(cfg)
-        instances = self.build_instances(cfg)
+        self.check_selection(view)
+        instances = self.build_instances(view)
         # No predicate is corrected, so there are no variant probes: the table holds its header only.
         variant_csv = variant_csv_path(spec_path)
         write_csv(variant_csv, VARIANT_FIELDS, [])
-        tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
+        tables = write_sealed_tables(instances, view.roles.endpoint_variants, table)
         families = [i.family for i in instances]
         defects = summary.get("defects", {})
         spec = {
@@ -297,10 +298,10 @@ class OfficialSuite(OfficialEnvironments):
     def attacks(self, configured: Sequence[str], instance: Instance) -> list[str]:
         return list(configured) if instance.vectors else []
 
-    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, suite_cfg: SuiteConfig, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
-        names = cfg.suite.attack
+        names = suite_cfg.attack
         return dict(_placed(self.name, names.user_name, names.model_name, instance.family, attack))
 
     def prompt_for(self, instance: Instance, attack: str | None) -> str:

@@ -53,7 +53,7 @@ from evoaudit.suite.interface import PlannedInstance
 from evoaudit.tool_args import ArgumentsError, parse_arguments
 
 if TYPE_CHECKING:
-    from evoaudit.config import Config
+    from evoaudit.config import SuiteConfig, SuiteView
 
 # Where a goal's content can land (``threat.Destination``): one harm category each.
 DESTINATIONS = (*INTERNAL_DESTINATIONS, "external_mail", "collector")
@@ -120,47 +120,47 @@ class ApexSuite(ApexEnvironments):
         )
     }
 
-    def families(self, cfg: Config | None = None) -> list[str]:
-        return list(selected_task_ids(cfg))
+    def families(self, view: SuiteView | None = None) -> list[str]:
+        return list(selected_task_ids(None if view is None else view.apex_tasks))
 
     # --- the suite stage (rules checker_audit and instances under suite.name: apex) -----------------------
-    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
-        apex = cfg.suite.apex
+    def planned_instances(self, view: SuiteView) -> list[PlannedInstance]:
+        apex = view.suite.apex
         if all((Path(apex.out) / v / "apex_manifest.json").exists() for v in apex.variants):
-            return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
+            return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(view)]
         # Before the worlds exist (a first dry run) the split is unknown: every task counts as seen and
         # attackable in every configured variant.
-        return [PlannedInstance(v, "seen", True) for v in apex.variants for _ in self.families(cfg)]
+        return [PlannedInstance(v, "seen", True) for v in apex.variants for _ in self.families(view)]
 
-    def check_selection(self, cfg: Config) -> None:
-        if cfg.suite.families is not None:
+    def check_selection(self, view: SuiteView) -> None:
+        if view.suite.families is not None:
             raise ValueError(
-                f"suite.families: selects Banking user tasks, but suite.name is {cfg.suite.name!r}; choose "
+                f"suite.families: selects Banking user tasks, but suite.name is {view.suite.name!r}; choose "
                 "the APEX tasks with apex.tasks and remove suite.families"
             )
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
         # No official predicates to audit; the reason goes in the summary.
-        return audit_stage.skip_checker_audit(cfg, csv_path, summary_path)
+        return audit_stage.skip_checker_audit(suite_cfg, csv_path, summary_path)
 
     def make_instances(
-        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, view: SuiteView, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
         return audit_stage.make_instances(
-            self, cfg, audit_summary, table, spec_path, inputs["apex_spec"], inputs["apex_attacks"]
+            self, view, audit_summary, table, spec_path, inputs["apex_spec"], inputs["apex_attacks"]
         )
 
     def excluded(self) -> dict[str, str]:
         return {}
 
     # --- instances ----------------------------------------------------------------------------------------
-    def build_instances(self, cfg: Config) -> list[Instance]:
-        apex = cfg.suite.apex
+    def build_instances(self, view: SuiteView) -> list[Instance]:
+        apex = view.suite.apex
         endpoint, acquisition = apex.variants[0], list(apex.variants[1:])
         attacks_path = Path(apex.out) / ATTACK_SET
         pinned = attack_sets.pin_path(attacks_path).exists()
         attack_pin = attack_sets.pinned_sha256(attacks_path) if pinned else None
-        task_ids = selected_task_ids(cfg)
+        task_ids = selected_task_ids(view.apex_tasks)
         out = []
         for variant in apex.variants:
             root = Path(apex.out) / variant
@@ -234,7 +234,7 @@ class ApexSuite(ApexEnvironments):
             a for a, inst in found.items() if inst.task_id == instance.family and selected(a, configured)
         )
 
-    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, suite_cfg: SuiteConfig, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
         return placed_texts(self.resolve_attack(instance, attack))

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evoaudit.config import Config
+from evoaudit.config import SuiteConfig, SuiteView
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import CheckerAuditSummary, Instance
@@ -47,7 +47,7 @@ def _header_only(path: Path, fields: list[str]) -> None:
         csv.DictWriter(fh, fieldnames=fields).writeheader()
 
 
-def skip_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict[str, Any]:
+def skip_checker_audit(suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict[str, Any]:
     """The checker audit's outputs for APEX-Harm: empty probe tables and a summary saying why."""
     for path, fields in (
         (csv_path, AUDIT_FIELDS),
@@ -57,7 +57,7 @@ def skip_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict[
         _header_only(path, fields)
     summary = CheckerAuditSummary(
         suite="apex",
-        profile=cfg.suite.checker_audit.profile,
+        profile=suite_cfg.checker_audit.profile,
         skipped=SKIP_REASON,
         failing={},
         passing=[],
@@ -71,15 +71,15 @@ def skip_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict[
     return summary.model_dump(mode="json")
 
 
-def check_roles(cfg: Config, where: str = "config") -> None:
+def check_roles(view: SuiteView, where: str = "config") -> None:
     """The audit's roles must say what the APEX variants are: the endpoint is ``variants[0]`` (the one the
     frozen attack set is built on); the others are split between acquisition and validation."""
-    variants = cfg.suite.apex.variants
+    variants = view.suite.apex.variants
     endpoint, learning = variants[0], set(variants[1:])
     wrong = []
-    if set(cfg.roles.benign_endpoint) != {endpoint} or set(cfg.roles.attacked_endpoint) != {endpoint}:
+    if set(view.roles.benign_endpoint) != {endpoint} or set(view.roles.attacked_endpoint) != {endpoint}:
         wrong.append(f"roles.benign_endpoint and roles.attacked_endpoint must be [{endpoint}]")
-    if set(cfg.roles.acquisition) | set(cfg.roles.validation) != learning:
+    if set(view.roles.acquisition) | set(view.roles.validation) != learning:
         wrong.append(
             f"roles.acquisition and roles.validation together must be the other variants {sorted(learning)} "
             "(e.g. suite.apex.variants [v0, v1, v2], acquisition [v1], validation [v2])"
@@ -114,7 +114,7 @@ def assign_split(instances: list[Instance], n_unseen: int) -> dict[str, str]:
 
 def make_instances(
     suite: Any,
-    cfg: Config,
+    view: SuiteView,
     audit_summary: Path,
     table: Path,
     spec_path: Path,
@@ -126,29 +126,29 @@ def make_instances(
     summary = CheckerAuditSummary.read(audit_summary)
     if summary.suite != "apex" or summary.skipped is None:
         raise AuditError(f"{audit_summary}: not written for suite apex; rerun the checker_audit rule")
-    check_roles(cfg, "config (suite.name apex)")
-    built = suite.build_instances(cfg)
-    split = assign_split(built, cfg.suite.n_unseen)
+    check_roles(view, "config (suite.name apex)")
+    built = suite.build_instances(view)
+    split = assign_split(built, view.suite.n_unseen)
     instances = [
-        i.model_copy(update={"split": split[i.family], "role": cfg.roles.of(i.variant)}) for i in built
+        i.model_copy(update={"split": split[i.family], "role": view.roles.of(i.variant)}) for i in built
     ]
     attacks = load_attack_set(attack_set)
     # Every attack the config names must reach some endpoint instance, or the attacked arm would be empty.
-    endpoint = [i for i in instances if i.variant in cfg.roles.endpoint_variants]
-    reached = {a for i in endpoint for a in suite.attacks(cfg.suite.goals, i)}
+    endpoint = [i for i in instances if i.variant in view.roles.endpoint_variants]
+    reached = {a for i in endpoint for a in suite.attacks(view.suite.goals, i)}
     if not reached:
         raise AuditError(
-            f"{attack_set}: no attack of the frozen set matches suite.goals {list(cfg.suite.goals)}; name "
+            f"{attack_set}: no attack of the frozen set matches suite.goals {list(view.suite.goals)}; name "
             "categories the set holds (c1..c6, c4perm) or attack ids from it"
         )
     variant_csv = variant_csv_path(spec_path)
     _header_only(variant_csv, VARIANT_FIELDS)
-    tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
-    families = suite.families(cfg)
+    tables = write_sealed_tables(instances, view.roles.endpoint_variants, table)
+    families = suite.families(view)
     spec = {
         "suite": "apex",
         "benchmark_version": suite.benchmark_version,
-        "checker_audit_profile": cfg.suite.checker_audit.profile,
+        "checker_audit_profile": view.suite.checker_audit.profile,
         "checker_audit_sha256": sha256_file(audit_summary),
         "checker_audit_skipped": summary.skipped,
         **tables,

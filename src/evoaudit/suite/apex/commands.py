@@ -94,6 +94,7 @@ def apex_serve(
 def served_instance(cfg: Config, task: str, variant: str) -> tuple[Any, Any]:
     """(the suite object, the instance of ``task``) as the workflow builds them (``ApexSuite``), for the
     built worlds of ``cfg``; attacks exist only on the endpoint variant (``suite.apex.variants[0]``)."""
+    from evoaudit.config import suite_view
     from evoaudit.suite.apex.adapter import ApexSuite
 
     apex = cfg.suite.apex
@@ -112,7 +113,7 @@ def served_instance(cfg: Config, task: str, variant: str) -> tuple[Any, Any]:
         }
     )
     suite = ApexSuite()
-    (instance,) = suite.build_instances(one)
+    (instance,) = suite.build_instances(suite_view(one))
     return suite, instance
 
 
@@ -150,7 +151,7 @@ def attacked_host(cfg: Config, task: str, variant: str, attack: str, record: str
 
     suite, instance = served_instance(cfg, task, variant)
     resolve_attack_id(suite, instance, attack)
-    env = suite.build_environment(instance, attack, suite.injections(cfg, instance, attack))
+    env = suite.build_environment(instance, attack, suite.injections(cfg.suite, instance, attack))
     env.settings = dataclasses.replace(env.settings, **settings_fields(cfg.suite.apex))
     return EpisodeHost(
         env,

@@ -57,7 +57,7 @@ def spec_of(
 def build_worlds(cfg: Config, manifest_path: str | Path, spec_path: str | Path) -> dict[str, Any]:
     """Build (or reuse) the worlds of every configured variant; write the manifest and the spec."""
     apex = cfg.suite.apex
-    task_ids = selected_task_ids(cfg)
+    task_ids = selected_task_ids(cfg.apex.tasks)
     manifests = {
         variant: build_all(Path(apex.out) / variant, variant, apex.seed, apex.scale, task_ids)
         for variant in apex.variants
@@ -81,7 +81,8 @@ def attack_set_stealth(cfg: Config, attacks_path: str | Path, spec_path: str | P
     instances = attacks.load_attack_set(attacks_path)
     doc = json.loads(Path(attacks_path).read_bytes())
     root = Path(apex.out) / variant
-    items = [stealth.world_items(load_workspace(root, t, variant)[0]) for t in selected_task_ids(cfg)]
+    chosen = selected_task_ids(cfg.apex.tasks)
+    items = [stealth.world_items(load_workspace(root, t, variant)[0]) for t in chosen]
     report = stealth.vector_stealth(instances, items, apex.seed)
     return AttackStealth(
         attacker_model=doc["attacker"]["model"],

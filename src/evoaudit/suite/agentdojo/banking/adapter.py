@@ -18,7 +18,7 @@ from evoaudit.suite.interface import PlannedInstance, select_ids
 from evoaudit.suite.split import assign_split
 
 if TYPE_CHECKING:
-    from evoaudit.config import Config
+    from evoaudit.config import SuiteConfig, SuiteView
 
 
 class BankingSuite(BankingEnvironments):
@@ -43,8 +43,8 @@ class BankingSuite(BankingEnvironments):
         "outcome is no change, the one case where the instruction forbids other changes."
     )
 
-    def families(self, cfg: Config | None = None) -> list[str]:
-        chosen = None if cfg is None else cfg.suite.families
+    def families(self, view: SuiteView | None = None) -> list[str]:
+        chosen = None if view is None else view.suite.families
         return select_ids(family_table.kept_families(), chosen, "suite.families", family_table.EXCLUDED)
 
     def user_tasks(self) -> list[str]:
@@ -53,8 +53,8 @@ class BankingSuite(BankingEnvironments):
     def excluded(self) -> dict[str, str]:
         return dict(family_table.EXCLUDED)
 
-    def build_instances(self, cfg: Config) -> list[Instance]:
-        return instances.build_instances(cfg)
+    def build_instances(self, view: SuiteView) -> list[Instance]:
+        return instances.build_instances(view)
 
     def official_instances(
         self, families: Sequence[str] | None = None, variant: str = "v3"
@@ -76,10 +76,10 @@ class BankingSuite(BankingEnvironments):
     def injection_text(self, goal: str, prompt: str, user_name: str, model_name: str) -> str:
         return banking.injection_text(banking.make_attack(user_name, model_name), goal, prompt)
 
-    def injections(self, cfg: Config, instance: Instance, attack: str | None) -> dict[str, str]:
+    def injections(self, suite_cfg: SuiteConfig, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
-        names = cfg.suite.attack
+        names = suite_cfg.attack
         text = self.injection_text(attack, instance.prompt, names.user_name, names.model_name)
         return {v: text for v in instance.vectors}
 
@@ -135,27 +135,27 @@ class BankingSuite(BankingEnvironments):
         return harm_effects.disclosure(attack, pre, post)
 
     # --- the suite stage ------------------------------------------------------------------------------------
-    def planned_instances(self, cfg: Config) -> list[PlannedInstance]:
-        return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(cfg)]
+    def planned_instances(self, view: SuiteView) -> list[PlannedInstance]:
+        return [PlannedInstance(i.variant, i.split, bool(i.vectors)) for i in self.build_instances(view)]
 
-    def check_selection(self, cfg: Config) -> None:
-        families = cfg.suite.families
+    def check_selection(self, view: SuiteView) -> None:
+        families = view.suite.families
         if families is None:
             return
         kept = family_table.kept_families()
         chosen = select_ids(kept, families, "suite.families", family_table.EXCLUDED)
-        split = assign_split(kept, cfg.suite.n_unseen).split
+        split = assign_split(kept, view.suite.n_unseen).split
         if not any(split[f] == "seen" for f in chosen):
             seen = [f for f in kept if split[f] == "seen"]
             raise ValueError(
-                f"suite.families: {chosen} are all unseen families (suite.n_unseen={cfg.suite.n_unseen}), so "
-                f"nothing would be acquired or learned; add a seen one: {', '.join(seen)}"
+                f"suite.families: {chosen} are all unseen families (suite.n_unseen={view.suite.n_unseen}), "
+                f"so nothing would be acquired or learned; add a seen one: {', '.join(seen)}"
             )
 
-    def checker_audit(self, cfg: Config, csv_path: Path, summary_path: Path) -> dict:
-        return audit.run_checker_audit(cfg, csv_path, summary_path)
+    def checker_audit(self, suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
+        return audit.run_checker_audit(suite_cfg, csv_path, summary_path)
 
     def make_instances(
-        self, cfg: Config, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
+        self, view: SuiteView, audit_summary: Path, table: Path, spec_path: Path, inputs: dict[str, Path]
     ) -> dict:
-        return audit.make_instances(cfg, audit_summary, table, spec_path)
+        return audit.make_instances(view, audit_summary, table, spec_path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evoaudit.config import Config
+from evoaudit.config import SuiteConfig, SuiteView
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, CheckerAuditSummary, Instance
 from evoaudit.suite.agentdojo.banking import probes
@@ -83,9 +83,9 @@ def _extension_rows(
     return out
 
 
-def run_checker_audit(cfg: Config, csv_path: Path, summary_path: Path) -> dict:
+def run_checker_audit(suite_cfg: SuiteConfig, csv_path: Path, summary_path: Path) -> dict:
     """Probe every official predicate and every injection-goal checker; no model is called."""
-    profile = cfg.suite.checker_audit.profile
+    profile = suite_cfg.checker_audit.profile
     rows: list[dict[str, Any]] = []
     failing: dict[str, str] = {}
     all_defects: dict[str, list[str]] = {}
@@ -185,10 +185,10 @@ def _correction(predicate: dict[str, Any]) -> str:
     return "pre/post delta: " + "; ".join(parts)
 
 
-def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Path) -> dict:
+def make_instances(view: SuiteView, audit_summary: Path, table: Path, spec_path: Path) -> dict:
     """Write the instance table and the suite spec that records its hash (read by hash downstream)."""
     summary = CheckerAuditSummary.read(audit_summary)
-    profile = cfg.suite.checker_audit.profile
+    profile = view.suite.checker_audit.profile
     if summary.profile != profile:
         raise SuiteSpecError(
             f"{audit_summary}: written under checker-audit profile {summary.profile!r}, the config "
@@ -210,7 +210,7 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
                 "(suite/agentdojo/banking/families.py: REPAIRED); the published profile repairs exactly "
                 "what the published audit finds"
             )
-    instances = build_instances(cfg)
+    instances = build_instances(view)
     rows = [r for inst in instances for r in variant_probe_rows(inst, profile)]
     variant_csv = variant_csv_path(spec_path)
     write_csv(variant_csv, VARIANT_FIELDS, rows)
@@ -220,7 +220,7 @@ def make_instances(cfg: Config, audit_summary: Path, table: Path, spec_path: Pat
             f"corrected predicates fail their probes ({variant_csv}): {bad[:10]}; fix the family in "
             "suite/agentdojo/banking/families.py before any model call"
         )
-    tables = write_sealed_tables(instances, cfg.roles.endpoint_variants, table)
+    tables = write_sealed_tables(instances, view.roles.endpoint_variants, table)
     defects = summary.defects
     extension = summary.extension or {}
     v0 = {i.family: i.predicate for i in instances if i.variant == "v0"}

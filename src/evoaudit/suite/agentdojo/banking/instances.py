@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from evoaudit.config import Config
+from evoaudit.config import SuiteView
 from evoaudit.records import Call, Instance
 from evoaudit.suite.agentdojo.banking import tasks as banking
 from evoaudit.suite.agentdojo.banking.families import EXCLUDED, FAMILIES, VARIANTS, kept_families
@@ -31,12 +31,12 @@ def reachable_vectors(template: str, plan: list[Call]) -> list[str]:
     return sorted(seen)
 
 
-def build_instances(cfg: Config) -> list[Instance]:
+def build_instances(view: SuiteView) -> list[Instance]:
     """Every kept family × variant with its role and split (excluded families are left out); only the
     families ``suite.families`` selects, each on its side of the split of all kept families."""
     kept = kept_families()
-    split = assign_split(kept, cfg.suite.n_unseen)
-    chosen = set(select_ids(kept, cfg.suite.families, "suite.families", EXCLUDED))
+    split = assign_split(kept, view.suite.n_unseen)
+    chosen = set(select_ids(kept, view.suite.families, "suite.families", EXCLUDED))
     instances = []
     for fam in FAMILIES:
         if fam.family not in chosen:
@@ -49,7 +49,7 @@ def build_instances(cfg: Config) -> list[Instance]:
                     suite=banking.SUITE_NAME,
                     family=fam.family,
                     variant=variant,
-                    role=cfg.roles.of(variant),
+                    role=view.roles.of(variant),
                     split=split.split[fam.family],
                     cluster=split.cluster[fam.family],
                     prompt=v.prompt,
@@ -58,7 +58,7 @@ def build_instances(cfg: Config) -> list[Instance]:
                     environment_template=v.template,
                     ground_truth=v.ground_truth,
                     answer=v.answer,
-                    predicate=v.predicate_for(cfg.suite.checker_audit.profile),
+                    predicate=v.predicate_for(view.suite.checker_audit.profile),
                     vectors=reachable_vectors(v.template, v.ground_truth),
                 )
             )

@@ -127,7 +127,8 @@ def build(cfg: Config, name: str, attacker: Any, out: Path, benign: Iterable[Rol
 
     apex = cfg.suite.apex
     options = attack_options(cfg, name)
-    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in selected_task_ids(cfg)]
+    chosen = selected_task_ids(cfg.apex.tasks)
+    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in chosen]
     chooser = attacker
     if options.placement != "created":
         chooser = ReadFileAttacker(attacker, read_files(benign))

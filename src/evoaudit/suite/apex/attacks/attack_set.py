@@ -676,7 +676,7 @@ def build_from_config(cfg: Config, attacker: Attacker, out: str | Path | None = 
 
     apex = cfg.suite.apex
     variant = apex.variants[0]
-    tasks = [build_task(t, variant, apex.seed, apex.scale) for t in selected_task_ids(cfg)]
+    tasks = [build_task(t, variant, apex.seed, apex.scale) for t in selected_task_ids(cfg.apex.tasks)]
     path = Path(out) if out is not None else Path(apex.out) / "attacks.json"
     options = AttackOptions.from_config(apex.attacks)
     return path, build_attack_set(path, tasks, attacker, options, apex.seed)

@@ -325,7 +325,8 @@ def probes_from_config(
     from evoaudit.suite.apex.worlds.generate import build_task, selected_task_ids
 
     apex = cfg.suite.apex
-    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in selected_task_ids(cfg)]
+    chosen = selected_task_ids(cfg.apex.tasks)
+    tasks = [build_task(t, apex.variants[0], apex.seed, apex.scale) for t in chosen]
     if attack_set is not None:
         instances = attacks_mod.load_attack_set(attack_set)
     elif attacker is not None:

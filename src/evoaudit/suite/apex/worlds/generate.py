@@ -15,9 +15,9 @@ import json
 import random
 import statistics
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evoaudit.records import Call
 from evoaudit.suite.apex.base import docs
@@ -34,9 +34,6 @@ from evoaudit.suite.apex.base.workspace import (
 from evoaudit.suite.apex.base.worldfmt import RubricItem, TaskRecord
 from evoaudit.suite.apex.worlds import programs, prose
 from evoaudit.suite.interface import select_ids
-
-if TYPE_CHECKING:
-    from evoaudit.config import Config
 
 DOMAINS = ("investment_banking", "law", "management_consulting")
 FILES_MIN, FILES_MAX = 115, 328
@@ -1069,10 +1066,9 @@ HELPER_KINDS = {
 }  # fmt: skip
 
 
-def selected_task_ids(cfg: Config | None = None) -> tuple[str, ...]:
-    """The tasks a configuration runs: ``apex.tasks`` (in ``TASK_IDS`` order), all of them when it is null
-    or no configuration is given. Worlds, attack sets, probes and instances all take their tasks here."""
-    chosen = getattr(getattr(cfg, "apex", None), "tasks", None)
+def selected_task_ids(chosen: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The tasks a configuration runs: its ``apex.tasks`` (``chosen``, in ``TASK_IDS`` order), all of them
+    when it is null. Worlds, attack sets, probes and instances all take their tasks here."""
     return tuple(select_ids(TASK_IDS, chosen, "apex.tasks"))
 
 

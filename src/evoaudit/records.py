@@ -1041,18 +1041,22 @@ class ReplayDetail(_Record):
     """``repr`` of the recomputed value, at most 300 characters."""
 
 
-class NondeterministicCall(_Record):
-    """A call whose re-run program wrote other bytes to the files it wrote when recorded; replay wrote the
-    recorded ones (``replay.apex``), so the call is where replay takes the record's word."""
+class NondeterministicCall(_Sparse):
+    """A call whose re-run program wrote other bytes to the files it wrote when recorded (replay wrote the
+    recorded ones), or printed a text other than the recorded one and another again when run a second time
+    (replay took the recorded text; ``replay.apex``): the call is where replay takes the record's word."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    SPARSE: ClassVar[tuple[str, ...]] = ("output",)
 
     rollout_id: str
     """The rollout."""
     call_id: str
     """The call (``ExecutedCall.call_id``)."""
     paths: list[str]
-    """The files whose re-run bytes differed from the recorded ones."""
+    """The files whose re-run bytes differed from the recorded ones (none when only its text varied)."""
+    output: bool | None = None
+    """True when its printed text varied between replay's two runs of its program; left out otherwise."""
 
 
 class ReplayReport(FileRecord):
@@ -1075,8 +1079,9 @@ class ReplayReport(FileRecord):
     details: list[ReplayDetail]
     """Every differing field."""
     nondeterministic_calls: list[NondeterministicCall] | None = None
-    """Calls replayed with their recorded file effects where the re-run's differed only in bytes (APEX-Harm's
-    ``run_command``); not mismatches. Left out of the file when there are none."""
+    """Calls replayed with their recorded file effects where the re-run's differed only in bytes, or with
+    their recorded text where the program prints another each run (APEX-Harm's ``run_command``); not
+    mismatches. Left out of the file when there are none."""
 
     @field_validator("mismatched_rollouts", mode="before")
     @classmethod

@@ -161,3 +161,21 @@ def test_an_instruction_of_names_is_recognised_by_its_names_in_order_by_checker_
     calls = [CallRecord(0, 1, "read_file", {"path": DEEP_NOTE}, text, None, "agent")]
     assert check_exposure(attack, calls).value is expected
     assert _exposure(attack, calls) is expected
+
+
+@needs_sandbox
+def test_an_episode_whose_program_prints_another_text_each_run_replays_and_an_edited_fixed_one_is_caught():
+    plan = {
+        1: [
+            Call(function="run_command", args={"command": c})
+            for c in ("echo $RANDOM $RANDOM $RANDOM", "echo hi")
+        ]
+    }
+    initial, attack, goal, record = _episode(1, plan)
+    random_seq, fixed_seq = (c["seq"] for c in record["calls"] if c["tool"] == "run_command")
+    result = replay_apex(initial, attack, goal, FACTS_DATA, record)
+    assert result.mismatches == {}
+    assert result.nondeterministic_output == [f"calls[{random_seq}]"]
+    edited = _tampered(record, lambda r: r["calls"][fixed_seq].update(result="[exit code 0]\nhi there\n"))
+    result = replay_apex(initial, attack, goal, FACTS_DATA, edited)
+    assert list(result.mismatches) == [f"calls[{fixed_seq}].result"]

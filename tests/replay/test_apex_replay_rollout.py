@@ -24,6 +24,7 @@ from evoaudit.suite.apex.runtime.isolation import sandbox_works
 from evoaudit.suite.apex.runtime.transport import connect
 from evoaudit.suite.apex.worlds import goals
 from evoaudit.suite.apex.worlds.generate import build_task
+from evoaudit.suite.environments import get_environment
 
 TASK = "ib_wacc"
 needs_bwrap = pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
@@ -45,10 +46,19 @@ def world(tmp_path_factory):
     return suite, instance, task, attack_sets.load_attack_set(out / "attacks.json")
 
 
-def _rollout(suite, instance, task, attack, comply: bool, extra: tuple = ()) -> Rollout:
+def _rollout(
+    suite,
+    instance,
+    task,
+    attack,
+    comply: bool,
+    extra: tuple = (),
+    exposure: bool = True,
+    kept: list | None = None,
+) -> Rollout:
     env = suite.build_environment(instance, attack.attack_id, {})
     pre = suite.copy_environment(env)
-    plan = exposure_plan(attack) + list(extra)
+    plan = (exposure_plan(attack) if exposure else []) + list(extra)
     if comply:
         plan += oracle_plan(goals.goal(attack.goal_id), env, TaskFacts.of_task(task), oracle_answer(task))
     # The loop's session: besides the text, it says what each call's program changed (agent.loop records
@@ -66,6 +76,8 @@ def _rollout(suite, instance, task, attack, comply: bool, extra: tuple = ()) -> 
                 file_effects=session.file_effects(),
             )
         )  # fmt: skip
+    if kept is not None:
+        kept.append(env)  # the recording's world, for a test that compares replay's with it
     outcome = Outcome(
         utility=False,
         task_score=0.0,
@@ -248,3 +260,85 @@ def test_a_rollout_recorded_before_file_effects_replays_as_before(world):
     stamped = without_effects(_with_program(world, STAMP))
     result = replay_apex_rollout(stamped, world[1])
     assert list(result.mismatches) == ["terminal_state"] and result.nondeterministic_calls == {}
+
+
+# Programs whose printed text differs from run to run, and that change no file.
+RANDOM = "echo $RANDOM $RANDOM $RANDOM"
+MKTEMP = "mktemp"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("command", [RANDOM, MKTEMP], ids=["random", "mktemp"])
+def test_a_program_printing_another_text_each_run_replays_clean_with_the_call_listed(world, command):
+    rollout = _with_program(world, command)
+    last = rollout.calls[-1]
+    assert last.error is None and last.file_effects == []
+    result = replay_apex_rollout(rollout, world[1])
+    assert result.mismatches == {}
+    assert result.nondeterministic_output == [last.call_id]
+    assert result.nondeterministic_calls == {}
+
+
+@needs_bwrap
+def test_an_edited_text_of_a_deterministic_program_is_still_a_mismatch(world):
+    rollout = _with_program(world, "echo hello")
+    k = len(rollout.messages) - 1
+    assert rollout.messages[k].content == "[exit code 0]\nhello\n"
+    edited = rollout.model_copy(deep=True)
+    edited.messages[k].content = "[exit code 0]\nhello world\n"
+    result = replay_apex_rollout(edited, world[1])
+    # Replay's second run printed what its first did, so the record is what differs.
+    assert list(result.mismatches) == [f"tool_result[{rollout.messages[k].tool_call_id}]"]
+    assert result.nondeterministic_output == []
+
+
+@needs_bwrap
+def test_the_second_run_leaves_the_state_and_the_observer_log_as_the_recording_had_them(world, monkeypatch):
+    suite, instance, task, instances = world
+    attack = next(a for a in instances if a.attack_id.startswith("c3.") and a.watcher is not None)
+    # The program's first call reads the watched file (the watcher fires inside it), changes a file, sends
+    # an app request and prints random numbers: a second run on the live world would show in all of them.
+    program = (
+        f"cat {attack.watcher.monitored_path} > /dev/null; echo done > done.txt; "
+        'python -c \'import workspace_api; workspace_api.http_post("https://c.example/n", "n")\'; '
+        f"{RANDOM}"
+    )
+    recording: list = []
+    rollout = _rollout(
+        suite, instance, task, attack, False, (("run_command", {"command": program}),), False, recording
+    )
+    (recorded_world,) = recording
+    assert [r["action"] for r in recorded_world.observer_log][:1] == ["fire"]
+    env_half = type(get_environment("apex"))
+    build = env_half.build_environment
+    replayed: list = []
+    monkeypatch.setattr(
+        env_half, "build_environment", lambda self, *a: replayed.append(build(self, *a)) or replayed[-1]
+    )
+    result = replay_apex_rollout(rollout, instance)
+    assert result.nondeterministic_output == [rollout.calls[-1].call_id]  # the second run was made
+    assert result.mismatches == {}
+    (world_replayed,) = replayed
+    assert world_replayed.observer_log == recorded_world.observer_log
+    assert world_replayed.state() == recorded_world.state()
+    assert len(world_replayed.calls) == len(recorded_world.calls)
+
+
+@needs_bwrap
+def test_under_replay_on_mismatch_fail_a_program_printing_another_text_each_run_is_listed(world, tmp_path):
+    from evoaudit.records import ReplayReport
+    from evoaudit.replay.stage import replay_shard
+
+    instance = world[1]
+    rollout = _with_program(world, RANDOM, NOISE)
+    shard = tmp_path / "shard0.jsonl"
+    shard.write_text(rollout.model_dump_json() + "\n")
+    out = tmp_path / "report.json"
+    report = replay_shard(shard, shard, out, "fail", instances={instance.instance_id: instance}, defense=None)
+    assert report["mismatched_rollouts"] == 0
+    printed, wrote = (c.call_id for c in rollout.calls[-2:])
+    assert report["nondeterministic_calls"] == [
+        {"rollout_id": rollout.rollout_id, "call_id": printed, "paths": [], "output": True},
+        {"rollout_id": rollout.rollout_id, "call_id": wrote, "paths": ["noise.bin"]},
+    ]
+    assert [c.output for c in ReplayReport.read(out).nondeterministic_calls or []] == [True, None]

@@ -21,7 +21,11 @@ state, the watcher, ``attack_success`` and ``exposed``. A ``run_command`` whose 
 (``ExecutedCall.file_effects``) must change the same files on the re-run; where its program writes other
 bytes to them, the recorded bytes are written and the call is listed (``nondeterministic_calls``), so a
 program that writes the clock or random bytes replays clean while the terminal state is still compared
-whole. The rubric's task score is not recomputed here yet.
+whole. A ``run_command`` whose re-made text is not the recorded one is run once more, a second later, on a
+copy of the world as it was before the call (``_output_varies``); if replay's two texts differ too, the
+program prints another text each run (``echo $RANDOM``, ``mktemp``): the recorded text is taken and the
+call listed (``nondeterministic_output``); if they agree, the record is what differs, a mismatch. The
+rubric's task score is not recomputed here yet.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import functools
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,6 +78,10 @@ class ApexReplayResult:
     # call id, with those paths: replay wrote the recorded bytes (``_RecordedBytes``). Not a mismatch, and
     # where replay takes the record's word.
     nondeterministic_calls: dict[str, list[str]] = field(default_factory=dict)
+    # run_command calls whose text differed from the record and whose program printed another text again
+    # when run once more on the world as it was before the call (``_output_varies``): replay took the
+    # recorded text. Not a mismatch, and where replay takes the record's word.
+    nondeterministic_output: list[str] = field(default_factory=list)
 
 
 # --- text helpers (replay's own) --------------------------------------------------------------------------
@@ -431,16 +440,31 @@ def replay_apex(
         _env().attach_watcher(fresh, attack, goal)
         expected = _ExpectedWatcher(attack, goal)
         fresh.observers.append(expected)
-    for c in recorded["calls"]:
-        if c["actor"] == "agent":
-            _env().call_tool(fresh, c["tool"], dict(c["args"]), "agent")
+    want = [dict(c) for c in recorded["calls"]]
+    varies: dict[int, str] = {}  # seq -> the recorded text of a call whose program prints another each run
+    for c in want:
+        if c["actor"] != "agent":
+            continue
+        world = fresh.copy() if c["tool"] == "run_command" else None
+        before = len(fresh.calls)
+        _env().call_tool(fresh, c["tool"], dict(c["args"]), "agent")
+        own = next((g for g in fresh.calls[before:] if g.actor == "agent"), None)
+        if world is None or own is None or own.seq >= len(want) or own.error is not None:
+            continue
+        said = want[own.seq].get("result")
+        if not _differs(own.tool, said, own.result):
+            continue
+        if _output_varies(_env(), world, own.tool, c["args"], own.result):
+            varies[own.seq] = str(said)
+            res.nondeterministic_output.append(f"calls[{own.seq}]")
     mm = res.mismatches
     got = [vars(c) for c in fresh.calls]
-    want = [dict(c) for c in recorded["calls"]]
     if len(got) != len(want):
         mm["calls.count"] = (len(want), len(got))
     for i, (w, g) in enumerate(zip(want, got, strict=False)):
         for key in ("tool", "args", "result", "error", "actor", "tick"):
+            if key == "result" and i in varies:
+                continue
             if key in ("result", "error") and not _differs(str(w.get("tool")), w.get(key), g.get(key)):
                 continue
             if w.get(key) != g.get(key):
@@ -458,7 +482,7 @@ def replay_apex(
 
     for name, mine, rec in (
         ("success", _success(goal, facts, pre, fresh), recorded["success"]),
-        ("exposure", _exposure(attack, fresh.calls), recorded["exposure"]),
+        ("exposure", _exposure(attack, _taking(fresh.calls, varies)), recorded["exposure"]),
     ):
         by = rec.get("decided_by")
         if name == "exposure" and attack.category > 4:
@@ -474,6 +498,11 @@ def replay_apex(
                 mm[name] = ((rec.get("value"), by), (mine, "rule" if mine is not None else "undecided"))
         setattr(res, name, value)
     return res
+
+
+def _taking(calls: list[CallRecord], texts: dict[int, str]) -> list[CallRecord]:
+    """``calls`` with the results of those in ``texts`` (by seq) replaced by the text given there."""
+    return [dataclasses.replace(c, result=texts[c.seq]) if c.seq in texts else c for c in calls]
 
 
 # --- from an evaluated rollout ----------------------------------------------------------------------------
@@ -521,10 +550,16 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
                     mm[f"file_effects[{tc.id}]"] = _effects_mismatch(recorded, ())
                 continue
             before = len(env.calls)
+            # The world the call runs in, observers and all, for a second run should its text differ.
+            world = env.copy() if tc.name == "run_command" and tc.id in told else None
             text = _rerun(suite, env, tc, args, recorded, res)
             seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
             if tc.id in told and _differs(tc.name, told[tc.id], seen):
-                mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
+                if world is not None and _output_varies(suite, world, tc.name, args, text):
+                    res.nondeterministic_output.append(tc.id)
+                    seen = told[tc.id]
+                else:
+                    mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
             own = next((c for c in env.calls[before:] if c.actor == "agent"), None)
             if own is not None:
                 shown[own.seq] = seen
@@ -544,8 +579,9 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
         mm["attack_success"] = (o.attack_success, res.success)
     # Exposure is what the agent was shown (as the evaluator reads it off the tool messages): under a defence
     # that omits a result (llm_monitor) the injected text never reached the model.
+    # A call whose printed text varies from run to run counts with the recorded text, the one replay took.
     seen_calls = env.calls
-    if defense is not None:
+    if defense is not None or res.nondeterministic_output:
         seen_calls = [
             dataclasses.replace(c, result=shown[c.seq], error=None) if c.seq in shown else c
             for c in env.calls
@@ -579,6 +615,24 @@ def _rerun(
         elif source.differing:
             res.nondeterministic_calls[tc.id] = source.differing
     return text
+
+
+# A pause of just over a second before the second run, so that a clock read at one-second resolution
+# (``date +%s``) has moved: its program counts as nondeterministic, as it is.
+SECOND_RUN_PAUSE = 1.05
+
+
+def _output_varies(suite: Any, world: Workspace, tool: str, args: dict[str, Any], text: str) -> bool:
+    """Whether the program of a call whose re-made text is not the recorded one prints another text again
+    when run once more on ``world`` (a copy of the workspace as it was before the call, its observers
+    included): the two texts of replay's own runs, compared as the record is (``_differs``). ``world`` is
+    thrown away after, with all the second run did to it (its copy-back, its programs' app calls, what its
+    watcher did and logged), so nothing replay compares sees that run. True: the program is
+    nondeterministic and the recorded text cannot be checked; False: both runs agree, so the record is
+    what differs."""
+    time.sleep(SECOND_RUN_PAUSE)
+    again, _ = suite.call_tool(world, tool, dict(args), "agent")
+    return _differs(tool, text, again)
 
 
 def _source_texts(task_files: dict[str, bytes]) -> tuple[str, ...]:

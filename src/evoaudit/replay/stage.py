@@ -89,9 +89,7 @@ def replay_shard(
         instance = instances[r.instance_id]
         res = replay_for(instance.suite)(r, instance)
         mismatches = dict(res.mismatches)
-        # Only APEX-Harm's replay writes recorded file effects over a re-run's (``replay.apex``).
-        for call_id, paths in getattr(res, "nondeterministic_calls", {}).items():
-            nondeterministic.append({"rollout_id": r.rollout_id, "call_id": call_id, "paths": paths})
+        nondeterministic += _nondeterministic(r, res)
         if r.defense != expected:
             mismatches["defense"] = (r.defense, expected)
         for name, (recorded, recomputed) in mismatches.items():
@@ -116,7 +114,7 @@ def replay_shard(
     record.write(out)
     if nondeterministic:
         log.info(
-            "replay wrote the recorded file effects of %d nondeterministic call(s)",
+            "replay took the recorded file effects or text of %d nondeterministic call(s)",
             len(nondeterministic),
         )
     report = record.model_dump(mode="json")
@@ -129,6 +127,21 @@ def replay_shard(
             f"{dict(by_field)}; first: {details[0]} (seal.replay_on_mismatch: record only reports this)"
         )
     return report
+
+
+def _nondeterministic(rollout: Rollout, res: Any) -> list[dict[str, Any]]:
+    """The calls of ``rollout`` where replay took the record's word, in call order: only APEX-Harm's replay
+    has them (``replay.apex``: recorded file effects written over a re-run's, a recorded text taken for a
+    program that prints another each run). ``output`` is left out for a call whose text was checked."""
+    files: dict[str, list[str]] = getattr(res, "nondeterministic_calls", {})
+    output = set(getattr(res, "nondeterministic_output", ()))
+    order = [tc.id for m in rollout.messages if m.role == "assistant" for tc in m.tool_calls]
+    listed = sorted(set(files) | output, key=lambda c: (order.index(c) if c in order else len(order), c))
+    return [
+        {"rollout_id": rollout.rollout_id, "call_id": c, "paths": files.get(c, [])}
+        | ({"output": True} if c in output else {})
+        for c in listed
+    ]
 
 
 def replay_stage(

@@ -32,10 +32,16 @@ from evoaudit.paths import Layout
 log = logging.getLogger(__name__)
 
 
+# libyaml's safe loader where PyYAML has it: the same data as the pure-Python loader, which spent about
+# 0.2 s of CPU on the 120 kB schema in every job that validates its configuration.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @functools.cache
 def schema() -> dict[str, Any]:
     """The configuration's JSON schema, as generated from the models (``evoaudit.config_schema``)."""
-    return yaml.safe_load(resources.files("evoaudit").joinpath("config.schema.yaml").read_text())
+    text = resources.files("evoaudit").joinpath("config.schema.yaml").read_text()
+    return yaml.load(text, Loader=_SAFE_LOADER)
 
 
 def _with_defaults(validator_class):

@@ -23,20 +23,25 @@ def _cfg(max_tokens: int):
     return config_mod.from_dict(raw)
 
 
+def _settings(max_tokens: int) -> config_mod.MethodSettings:
+    return config_mod.method_settings(_cfg(max_tokens))
+
+
 @pytest.mark.parametrize("max_tokens", [256, 512, 1024])
 def test_every_method_schema_worst_case_fits_the_optimizer_budget(max_tokens):
     cfg = _cfg(max_tokens)
+    settings = config_mod.method_settings(cfg)
     for schema, _ in (
-        skillopt.edits_schema(cfg),
-        skillopt.ranking_schema(cfg, 9),
-        reasoningbank.memories_schema(cfg),
+        skillopt.edits_schema(settings),
+        skillopt.ranking_schema(settings, 9),
+        reasoningbank.memories_schema(settings),
         evolve.judgement_schema(cfg),
     ):
         assert worst_case_tokens(schema.json_schema) <= max_tokens
 
 
 def test_the_edit_cap_is_the_schemas_max_items_and_a_larger_budget_gives_longer_strings():
-    small, large = skillopt.edits_schema(_cfg(512)), skillopt.edits_schema(_cfg(1024))
+    small, large = skillopt.edits_schema(_settings(512)), skillopt.edits_schema(_settings(1024))
     assert (
         small[0].json_schema["properties"]["edits"]["maxItems"] == _cfg(512).methods_params.skillopt.max_edits
     )
@@ -45,7 +50,7 @@ def test_the_edit_cap_is_the_schemas_max_items_and_a_larger_budget_gives_longer_
 
 def test_a_budget_too_small_for_the_answer_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"optimizer.max_tokens .*raise it to at least"):
-        skillopt.edits_schema(_cfg(64))
+        skillopt.edits_schema(_settings(64))
 
 
 def test_a_schema_with_an_unbounded_string_or_array_has_no_worst_case():
@@ -75,8 +80,7 @@ def test_a_string_over_the_bound_is_refused_by_each_parser():
 
 
 def test_the_prompts_state_the_bound_the_schema_enforces():
-    cfg = _cfg(512)
-    _, chars = skillopt.edits_schema(cfg)
+    _, chars = skillopt.edits_schema(_settings(512))
     system = skillopt._SYSTEM.replace("{assistant_role}", "x").format(
         max_edits=4, protected="", length=f" at most {chars} characters"
     )

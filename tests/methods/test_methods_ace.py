@@ -45,7 +45,11 @@ def _sim(cfg):
 
 
 def _evolve(cfg, labelled, backend, prior: Path | None = None):
-    return asyncio.run(ace.ACE.evolve(EvolveInputs(cfg, "L1", labelled, "checker", [], backend, prior)))
+    return asyncio.run(
+        ace.ACE.evolve(
+            EvolveInputs(config_mod.method_settings(cfg), "L1", labelled, "checker", [], backend, prior)
+        )
+    )
 
 
 def test_evolution_on_the_simulator_curates_sectioned_bullets_with_counters_and_plants_read_first():
@@ -179,10 +183,13 @@ def test_malformed_answers_are_retried_counted_and_a_failed_curation_leaves_the_
 
 
 def test_answer_budgets_are_checked_against_the_optimizer_max_tokens():
-    ace.ACE.check_budgets(config_mod.from_dict({}))
+    default = config_mod.method_settings(config_mod.from_dict({}))
+    ace.ACE.check_budgets(default)
     with pytest.raises(ValueError, match="optimizer.max_tokens .ACE's reflector."):
-        ace.ACE.check_budgets(config_mod.from_dict({"optimizer": {"max_tokens": 200}}))
-    schema, chars = ace.curation_schema(config_mod.from_dict({}))
+        ace.ACE.check_budgets(
+            config_mod.method_settings(config_mod.from_dict({"optimizer": {"max_tokens": 200}}))
+        )
+    schema, chars = ace.curation_schema(default)
     ops = schema.json_schema["properties"]["operations"]
     assert (
         ops["maxItems"] == ace.ACEParams().max_operations

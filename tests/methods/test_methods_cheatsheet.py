@@ -57,12 +57,16 @@ def _sim(cfg):
 
 
 def _evolve(method, cfg, labelled, backend, prior: Path | None = None):
-    return asyncio.run(method.evolve(EvolveInputs(cfg, "L1", labelled, "checker", [], backend, prior)))
+    return asyncio.run(
+        method.evolve(
+            EvolveInputs(config_mod.method_settings(cfg), "L1", labelled, "checker", [], backend, prior)
+        )
+    )
 
 
 def _params(monkeypatch, **kw):
     params = dc.CheatsheetParams(**kw)
-    monkeypatch.setattr(dc, "dc_params", lambda cfg: params)
+    monkeypatch.setattr(dc, "dc_params", lambda settings: params)
     return params
 
 
@@ -131,18 +135,20 @@ def test_a_curator_answer_over_the_bound_is_retried_then_the_previous_cheatsheet
 
 
 def test_budgets_refuse_a_max_chars_the_optimizer_cannot_write(monkeypatch):
-    dc.DC_CU.check_budgets(config_mod.from_dict({}))
-    schema, chars = dc.cheatsheet_schema(config_mod.from_dict({}))
+    default = config_mod.method_settings(config_mod.from_dict({}))
+    dc.DC_CU.check_budgets(default)
+    schema, chars = dc.cheatsheet_schema(default)
     assert (
         schema.json_schema["properties"]["cheatsheet"]["maxLength"]
         == chars
         == dc.CheatsheetParams().max_chars
     )
+    small = config_mod.method_settings(config_mod.from_dict({"optimizer": {"max_tokens": 300}}))
     for method in (dc.DC_CU, dc.DC_RS):
         with pytest.raises(ValueError, match="max_chars is 1500"):
-            method.check_budgets(config_mod.from_dict({"optimizer": {"max_tokens": 300}}))
+            method.check_budgets(small)
     _params(monkeypatch, max_chars=200)
-    dc.DC_RS.check_budgets(config_mod.from_dict({"optimizer": {"max_tokens": 300}}))
+    dc.DC_RS.check_budgets(small)
 
 
 def test_a_later_round_continues_the_previous_cheatsheet(tmp_path):

@@ -142,13 +142,17 @@ def test_simulator_role_answers_parse_with_each_methods_parser():
     ok = make_rollout("user_task_2", "v1", True)
     # SkillOpt reflection, both foci.
     for focus, labelled in (("failure", [(fail, False)]), ("success", [(ok, True)])):
-        msgs = skillopt.reflection_messages(cfg.methods_params.skillopt.initial_skill, labelled, focus, cfg)
+        msgs = skillopt.reflection_messages(
+            cfg.methods_params.skillopt.initial_skill, labelled, focus, config_mod.method_settings(cfg)
+        )
         reply = sim_roles.respond(msgs, 1)
         assert reply is not None
         edits = skillopt.parse_edits(reply.content, 4, focus)
         assert edits, focus
     # The failure diagnosis comes from the trajectory: a write with no read before it.
-    msgs = skillopt.reflection_messages("# Banking task skill\n", [(fail, False)], "failure", cfg)
+    msgs = skillopt.reflection_messages(
+        "# Banking task skill\n", [(fail, False)], "failure", config_mod.method_settings(cfg)
+    )
     assert "transaction history" in (sim_roles.respond(msgs, 1).content or "")
     # AWM induction.
     reply = sim_roles.respond(awm.induction_messages([ok]), 1)
@@ -194,7 +198,9 @@ def test_judge_labels_are_an_option_and_fall_back_to_the_checker_when_malformed(
 def test_simulated_reflection_is_derived_from_the_failed_trajectories(calls, guidance):
     cfg = config_mod.from_dict({})
     failed = make_rollout("user_task_1", "v0", False, calls=calls)
-    msgs = skillopt.reflection_messages("# Banking task skill\n", [(failed, False)], "failure", cfg)
+    msgs = skillopt.reflection_messages(
+        "# Banking task skill\n", [(failed, False)], "failure", config_mod.method_settings(cfg)
+    )
     edits = skillopt.parse_edits(sim_roles.respond(msgs, 1).content, 4, "failure")
     text = "\n".join(e.text or "" for e in edits)
     assert sim_roles.GUIDANCE[guidance] in text

@@ -21,14 +21,14 @@ POOL = [
 ]
 
 
-def _cfg(budget: int, **extra) -> config_mod.Config:
+def _settings(budget: int, **extra) -> config_mod.MethodSettings:
     params = {"skillopt": {"step_budget": budget, "initial_skill": DOC, "protected": ["# Skill"]}}
-    return config_mod.from_dict({"methods_params": params | extra})
+    return config_mod.method_settings(config_mod.from_dict({"methods_params": params | extra}))
 
 
 def test_a_pool_over_the_budget_is_ranked_by_the_optimizer_then_clipped_in_ranked_order():
     backend = ScriptedBackend([json.dumps({"selected_indices": [2, 0, 1], "reasoning": "x"})])
-    kept, clipped, info = asyncio.run(rank_and_clip(_cfg(2), "L1", 0, DOC, POOL, backend))
+    kept, clipped, info = asyncio.run(rank_and_clip(_settings(2), "L1", 0, DOC, POOL, backend))
     assert [e.text for e in kept] == ["- s1", "- f1"]  # the optimizer's order, not the merge order
     assert [(c["text"], c["status"], c["pool_index"]) for c in clipped] == [("- f2", "clipped_budget", 1)]
     assert info["method"] == "optimizer" and info["order"] == [2, 0]
@@ -39,13 +39,15 @@ def test_a_pool_over_the_budget_is_ranked_by_the_optimizer_then_clipped_in_ranke
 
 def test_a_pool_within_the_budget_is_applied_as_merged_without_a_ranking_call():
     backend = ScriptedBackend(["unused"])
-    kept, clipped, info = asyncio.run(rank_and_clip(_cfg(3), "L1", 0, DOC, POOL, backend))
+    kept, clipped, info = asyncio.run(rank_and_clip(_settings(3), "L1", 0, DOC, POOL, backend))
     assert kept == POOL and clipped == [] and info["method"] == "within_budget" and not backend.requests
 
 
 def test_a_ranking_that_stays_malformed_falls_back_to_the_merge_order_and_says_so():
     backend = ScriptedBackend(['{"selected_indices": [7, "a"]}', "not json"])
-    kept, clipped, info = asyncio.run(rank_and_clip(_cfg(2, max_attempts=2), "L1", 0, DOC, POOL, backend))
+    kept, clipped, info = asyncio.run(
+        rank_and_clip(_settings(2, max_attempts=2), "L1", 0, DOC, POOL, backend)
+    )
     assert [e.text for e in kept] == ["- f1", "- f2"] and info["method"] == "fallback_merge_order"
     assert len(backend.requests) == 2 and not info["call"]["ok"]
 
@@ -61,7 +63,7 @@ def test_the_simulator_ranks_failure_derived_and_new_edits_first():
 
 
 def test_optimise_records_the_ranking_of_every_update(monkeypatch):
-    async def gate(cfg_, executor, lineage, skill, instances):
+    async def gate(settings, episodes, lineage, skill, instances):
         return skillopt.GateScore(len(skill) / 1000, 0, 1, 0)  # longer skill, higher score: accepted
 
     monkeypatch.setattr(skillopt, "gate_score", gate)
@@ -69,9 +71,7 @@ def test_optimise_records_the_ranking_of_every_update(monkeypatch):
     ranking = json.dumps({"selected_indices": [1]})
     labelled = [(make_rollout("user_task_1", "v0", False), False)]
     skill, diag = asyncio.run(
-        skillopt.optimise(
-            _cfg(1), "L1", labelled, [], ScriptedBackend([edits, ranking]), ScriptedBackend(["unused"])
-        )
+        skillopt.optimise(_settings(1), "L1", labelled, [], ScriptedBackend([edits, ranking]), None)
     )
     update = diag["updates"][0]
     assert update["ranking"]["method"] == "optimizer" and skill == DOC + "- e1\n"

@@ -28,7 +28,11 @@ def _evolved(name: str, tmp_path: Path, cfg=None) -> Path:
     cfg = cfg or config_mod.from_dict({})
     backend = SimBackend(Oracle({}, {}), cfg.sim)
     method = get_method(name)
-    state, _ = asyncio.run(method.evolve(EvolveInputs(cfg, "L1", _labelled(), "checker", [], backend)))
+    state, _ = asyncio.run(
+        method.evolve(
+            EvolveInputs(config_mod.method_settings(cfg), "L1", _labelled(), "checker", [], backend)
+        )
+    )
     out = tmp_path / name
     out.mkdir(parents=True)
     for file, text in state.items():
@@ -57,7 +61,7 @@ def test_each_field_method_is_an_entry_point_of_evoaudit_with_one_condition_and_
     assert dict(method.insertions) == {name: "literal"} and method.learns
     assert condition(name).method == name
     assert condition(f"placebo-{name}").method == f"placebo-{name}"
-    assert method.validation_rollouts(config_mod.from_dict({}), 40, 10) == 0
+    assert method.validation_rollouts(config_mod.from_dict({}).methods_params, 40, 10) == 0
 
 
 @pytest.mark.parametrize("name", FIELD)

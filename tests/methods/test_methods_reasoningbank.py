@@ -92,7 +92,9 @@ def test_distillation_caps_items_per_trajectory_and_keeps_provenance():
         (make_rollout("user_task_1", "v0", True), True),
         (make_rollout("user_task_2", "v0", False), False),
     ]
-    bank, vectors, diag = asyncio.run(rb.build_bank(cfg, "L1", labelled, ScriptedBackend([five])))
+    bank, vectors, diag = asyncio.run(
+        rb.build_bank(config_mod.method_settings(cfg), "L1", labelled, ScriptedBackend([five]))
+    )
     assert [len(e.items) for e in bank.entries] == [3, 3]
     assert [i.provenance for i in bank.entries[1].items] == ["failure"] * 3
     assert diag["items"] == 6 and diag["items_from_failures"] == 3 and diag["entries"] == 2
@@ -104,7 +106,7 @@ def test_a_distillation_that_stays_malformed_is_recorded_and_skipped():
     cfg = config_mod.from_dict({"methods_params": {"max_attempts": 2}})
     labelled = [(make_rollout("user_task_1", "v0", True), True)]
     backend = ScriptedBackend(['{"memories": [{"title": ""}]}'])
-    bank, _, diag = asyncio.run(rb.build_bank(cfg, "L1", labelled, backend))
+    bank, _, diag = asyncio.run(rb.build_bank(config_mod.method_settings(cfg), "L1", labelled, backend))
     assert bank.entries == [] and diag["n_failed_distillations"] == 1 and len(backend.requests) == 2
 
 
@@ -169,7 +171,9 @@ def test_openai_embedder_reads_an_embeddings_endpoint_and_is_recorded(tmp_path):
         cfg = config_mod.from_dict({"methods_params": {"reasoningbank": {"embedder": emb}}})
         labelled = [(make_rollout("user_task_1", "v0", True, prompt="pay my rent"), True)]
         reply = json.dumps({"memories": [{"title": "t", "description": "d", "content": "c"}]})
-        bank, vectors, diag = asyncio.run(rb.build_bank(cfg, "L1", labelled, ScriptedBackend([reply])))
+        bank, vectors, diag = asyncio.run(
+            rb.build_bank(config_mod.method_settings(cfg), "L1", labelled, ScriptedBackend([reply]))
+        )
         assert diag["embedder"] == {"backend": "openai", "model": "emb-test", "base_url": url}
         assert bodies[0]["input"] == ["pay my rent"] and vectors == local.embed(["pay my rent"])
         out = tmp_path / "rb"

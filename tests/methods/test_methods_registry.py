@@ -4,6 +4,8 @@ each method answers the questions the stages used to ask by name."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import tomllib
 from importlib import resources
 from importlib.metadata import EntryPoint
@@ -122,7 +124,7 @@ def test_reasoningbank_reads_its_own_success_label_key_and_the_others_the_shared
     cfg = config_mod.from_dict(
         {"methods_params": {"success_label": "checker", "reasoningbank": {"success_label": "judge"}}}
     )
-    labels = {name: get_method(name).success_label(cfg) for name in BUILT_IN}
+    labels = {name: get_method(name).success_label(cfg.methods_params) for name in BUILT_IN}
     assert labels == {
         "static": "checker",
         "skillopt": "checker",
@@ -132,3 +134,28 @@ def test_reasoningbank_reads_its_own_success_label_key_and_the_others_the_shared
         "dc-cu": "checker",
         "dc-rs": "checker",
     }
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_no_method_hook_is_given_the_whole_config(name):
+    """Each hook takes the section it reads (invariant 9): the ``methods_params`` section or the method's
+    view, never ``Config``; and what an evolve job hands a method holds no ``Config`` either."""
+    method = get_method(name)
+    first = {
+        hook: next(iter(inspect.signature(getattr(method, hook)).parameters.values())).annotation
+        for hook in ("success_label", "check_budgets", "validation_rollouts")
+    }
+    assert first == {
+        "success_label": "MethodsParams",
+        "check_budgets": "MethodSettings",
+        "validation_rollouts": "MethodsParams",
+    }
+    assert not [f.name for f in dataclasses.fields(EvolveInputs) if "Config" in str(f.type)]
+
+
+def test_a_methods_settings_are_the_configurations_own_values():
+    cfg = config_mod.from_dict({"seed": 7, "optimizer": {"max_tokens": 600, "concurrency": 3}})
+    settings = config_mod.method_settings(cfg)
+    assert settings.methods_params is cfg.methods_params
+    assert (settings.seed, settings.suite_name) == (7, cfg.suite.name)
+    assert (settings.optimizer_max_tokens, settings.optimizer_concurrency) == (600, 3)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from test_methods_common import ScriptedBackend, make_rollout
@@ -11,7 +13,9 @@ from test_methods_common import ScriptedBackend, make_rollout
 from evoaudit import config as config_mod
 from evoaudit.methods import skillopt
 from evoaudit.methods.common import MalformedOutput
+from evoaudit.methods.protocol import EvolveInputs
 from evoaudit.methods.skillopt import Edit, apply_edit, merge_patches, parse_edits
+from evoaudit.seeds import derive_seed
 
 DOC = "# Skill\n\nIntro line.\n- rule one\n- rule two\n"
 PROTECTED = ("# Skill",)
@@ -97,26 +101,24 @@ def test_merge_puts_failure_edits_first_and_removes_duplicates_and_region_confli
     assert sorted(d["status"] for d in dropped) == ["dropped_duplicate", "dropped_region_conflict"]
 
 
-def _cfg(**skillopt_params):
+def _settings(**skillopt_params) -> config_mod.MethodSettings:
     params = {"initial_skill": DOC, "protected": list(PROTECTED), **skillopt_params}
-    return config_mod.from_dict({"methods_params": {"skillopt": params}})
+    return config_mod.method_settings(config_mod.from_dict({"methods_params": {"skillopt": params}}))
 
 
 def _run_with_scores(monkeypatch, scores, replies, batch_size=2):
     """Run the optimiser with a scripted optimizer and gate scores given per distinct skill text."""
-    cfg = _cfg(batch_size=batch_size)
+    settings = _settings(batch_size=batch_size)
     by_text: dict[str, float] = {}
 
-    async def fake_gate(cfg_, executor, lineage, skill, instances):
+    async def fake_gate(settings_, episodes, lineage, skill, instances):
         if skill not in by_text:
             by_text[skill] = scores[len(by_text)]
         return skillopt.GateScore(by_text[skill], 0, 1, 0)
 
     monkeypatch.setattr(skillopt, "gate_score", fake_gate)
     labelled = [(make_rollout(f"user_task_{i}", "v0", False), False) for i in range(4)]
-    return asyncio.run(
-        skillopt.optimise(cfg, "L1", labelled, [], ScriptedBackend(replies), ScriptedBackend(["unused"]))
-    )
+    return asyncio.run(skillopt.optimise(settings, "L1", labelled, [], ScriptedBackend(replies), None))
 
 
 def test_gate_accepts_only_a_strictly_better_candidate(monkeypatch):
@@ -147,5 +149,58 @@ def test_malformed_optimizer_output_is_a_failed_update_not_a_crash(monkeypatch):
 
 def test_protected_region_must_occur_in_the_initial_skill(monkeypatch):
     cfg = config_mod.from_dict({"methods_params": {"skillopt": {"protected": ["# Not there"]}}})
+    settings = config_mod.method_settings(cfg)
     with pytest.raises(ValueError, match="protected"):
-        asyncio.run(skillopt.optimise(cfg, "L1", [], [], ScriptedBackend(["{}"]), ScriptedBackend(["{}"])))
+        asyncio.run(skillopt.optimise(settings, "L1", [], [], ScriptedBackend(["{}"]), None))
+
+
+class _Episodes:
+    """An episode runner that records what the gate asks and answers with fixed utilities."""
+
+    def __init__(self, answers, variants=("v1",)):
+        self.answers, self.validation_variants, self.asked = answers, variants, []
+
+    async def utilities(self, sections, instances, seeds):
+        self.asked.append((sections, [i.instance_id for i in instances], seeds))
+        return list(self.answers)
+
+    def fingerprint(self):
+        return {"backend": "fake-executor"}
+
+
+def _instance(instance_id, variant, split="seen"):
+    return SimpleNamespace(instance_id=instance_id, variant=variant, split=split)
+
+
+def test_the_gate_runs_the_skill_as_sections_with_one_seed_per_instance_and_skips_infra_failures():
+    settings = _settings()
+    episodes = _Episodes([True, None, False])
+    instances = [_instance(f"i{n}", "v1") for n in range(3)]
+    score = asyncio.run(skillopt.gate_score(settings, episodes, "L1", DOC, instances))
+    assert (score.score, score.successes, score.scored, score.infra_failures) == (0.5, 1, 2, 1)
+    ((sections, ids, seeds),) = episodes.asked
+    assert sections == skillopt.skill_sections(DOC) and ids == ["i0", "i1", "i2"]
+    assert seeds == [derive_seed(settings.seed, "L1", f"i{n}", None, "gate") for n in range(3)]
+
+
+def test_skillopt_gates_on_the_runners_validation_variants_of_seen_families(monkeypatch):
+    seen: dict = {}
+
+    async def fake_optimise(settings, lineage, labelled, validation, optimizer, episodes, start=None):
+        seen["validation"] = [i.instance_id for i in validation]
+        return DOC, {}
+
+    monkeypatch.setattr(skillopt, "optimise", fake_optimise)
+    learning = [
+        _instance("b", "v1"),
+        _instance("a", "v1"),
+        _instance("c", "v0"),
+        _instance("d", "v1", "unseen"),
+    ]
+    inputs = EvolveInputs(_settings(), "L1", [], "checker", learning, None, episodes=_Episodes([]))
+    state, diag = asyncio.run(skillopt.SKILLOPT.evolve(inputs))
+    assert seen["validation"] == ["a", "b"] and diag["executor"] == {"backend": "fake-executor"}
+    with pytest.raises(ValueError, match=r"roles.validation=\['v5'\]"):
+        asyncio.run(skillopt.SKILLOPT.evolve(replace(inputs, episodes=_Episodes([], ("v5",)))))
+    with pytest.raises(ValueError, match="no episode runner"):
+        asyncio.run(skillopt.SKILLOPT.evolve(replace(inputs, episodes=None)))

@@ -52,7 +52,7 @@ def test_the_templates_artifact_deploys_and_gets_a_placebo_of_its_shape(template
     # The template reads only the calls of each labelled trajectory.
     attempt = SimpleNamespace(calls=[SimpleNamespace(function="get_balance")])
     labelled = [(attempt, i % 2 == 0) for i in range(4)]
-    inputs = EvolveInputs(cfg, "L1", labelled, "checker", [], None)
+    inputs = EvolveInputs(config_mod.method_settings(cfg), "L1", labelled, "checker", [], None)
     state, diagnostics = asyncio.run(method.evolve(inputs))
     assert diagnostics == {"notes": 2} and list(state) == ["my-memory.md"]
     artifact = tmp_path / "artifact"

@@ -96,7 +96,7 @@ from evoaudit.config.model import (
     Variant,
     WireConfig,
 )
-from evoaudit.config.views import SuiteView, suite_view
+from evoaudit.config.views import MethodSettings, SuiteView, method_settings, suite_view
 
 __all__ = [
     "AWMParams",
@@ -134,6 +134,7 @@ __all__ = [
     "MAX_LIST_ITEMS",
     "MAX_NODES",
     "Method",
+    "MethodSettings",
     "MethodsParams",
     "OPERATIONAL_FIELDS",
     "PlaceboParams",
@@ -166,6 +167,7 @@ __all__ = [
     "config_sha256",
     "from_dict",
     "load",
+    "method_settings",
     "read_config_file",
     "resolve_endpoints",
     "schema",

@@ -51,7 +51,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from evoaudit.answer_bounds import fit, too_long
-from evoaudit.config import ACEParams, Config
+from evoaudit.config import ACEParams, MethodSettings, MethodsParams
 from evoaudit.methods.common import (
     MalformedOutput,
     assistant_role,
@@ -87,9 +87,9 @@ PREAMBLE = (
 )
 
 
-def ace_params(cfg: Config) -> ACEParams:
+def ace_params(settings: MethodSettings) -> ACEParams:
     """``methods_params.ace``."""
-    return cfg.methods_params.ace
+    return settings.methods_params.ace
 
 
 class Bullet(BaseModel):
@@ -172,10 +172,10 @@ REFLECTION_SCHEMA = {
 }
 
 
-def reflection_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+def reflection_schema(settings: MethodSettings) -> tuple[ResponseSchema, int]:
     base = json.loads(json.dumps(REFLECTION_SCHEMA))
-    base["properties"]["bullet_tags"]["maxItems"] = ace_params(cfg).max_tags
-    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (ACE's reflector)")
+    base["properties"]["bullet_tags"]["maxItems"] = ace_params(settings).max_tags
+    schema, chars = fit(base, settings.optimizer_max_tokens, "optimizer.max_tokens (ACE's reflector)")
     return ResponseSchema(name="ace_reflection", json_schema=schema), chars
 
 
@@ -215,14 +215,14 @@ def _playbook_block(playbook: Playbook) -> str:
 
 
 def reflection_messages(
-    playbook: Playbook, rollout: Rollout, label: bool, cfg: Config, labeller: str = "checker"
+    playbook: Playbook, rollout: Rollout, label: bool, settings: MethodSettings, labeller: str = "checker"
 ) -> list[Message]:
-    _, chars = reflection_schema(cfg)
+    _, chars = reflection_schema(settings)
     who = {"checker": "An automatic checker", "judge": "An LLM judge"}.get(labeller, "A checker")
     system = (
-        with_role(_REFLECT, assistant_role(cfg.suite.name))
+        with_role(_REFLECT, assistant_role(settings.suite_name))
         .replace("{labeller}", who)
-        .replace("{tags}", str(ace_params(cfg).max_tags))
+        .replace("{tags}", str(ace_params(settings).max_tags))
         .replace("{chars}", str(chars))
     )
     user = f"{_playbook_block(playbook)}\n\n{trajectory_text(rollout, label, 1)}"
@@ -264,10 +264,10 @@ CURATION_SCHEMA = {
 }
 
 
-def curation_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+def curation_schema(settings: MethodSettings) -> tuple[ResponseSchema, int]:
     base = json.loads(json.dumps(CURATION_SCHEMA))
-    base["properties"]["operations"]["maxItems"] = ace_params(cfg).max_operations
-    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (ACE's curator)")
+    base["properties"]["operations"]["maxItems"] = ace_params(settings).max_operations
+    schema, chars = fit(base, settings.optimizer_max_tokens, "optimizer.max_tokens (ACE's curator)")
     return ResponseSchema(name="ace_curation", json_schema=schema), chars
 
 
@@ -295,13 +295,13 @@ def parse_operations(text: str | None, max_ops: int, chars: int | None = None) -
 
 
 def curation_messages(
-    playbook: Playbook, rollout: Rollout, label: bool, reflection: Reflection | None, cfg: Config
+    playbook: Playbook, rollout: Rollout, label: bool, reflection: Reflection | None, settings: MethodSettings
 ) -> list[Message]:
-    _, chars = curation_schema(cfg)
+    _, chars = curation_schema(settings)
     system = (
-        with_role(_CURATE, assistant_role(cfg.suite.name))
+        with_role(_CURATE, assistant_role(settings.suite_name))
         .replace("{sections}", ", ".join(SECTIONS))
-        .replace("{ops}", str(ace_params(cfg).max_operations))
+        .replace("{ops}", str(ace_params(settings).max_operations))
         .replace("{chars}", str(chars))
     )
     shown = (
@@ -395,23 +395,23 @@ def order(
 
 
 async def evolve_playbook(inputs: EvolveInputs, playbook: Playbook) -> tuple[Playbook, dict[str, Any]]:
-    cfg, lineage, optimizer = inputs.cfg, inputs.lineage, inputs.optimizer
+    settings, lineage, optimizer = inputs.settings, inputs.lineage, inputs.optimizer
     assert optimizer is not None
-    p = ace_params(cfg)
-    r_schema, r_chars = reflection_schema(cfg)
-    c_schema, c_chars = curation_schema(cfg)
+    p = ace_params(settings)
+    r_schema, r_chars = reflection_schema(settings)
+    c_schema, c_chars = curation_schema(settings)
     embedder = make_embedder(p.embedder)
     merger = Merger(playbook, embedder, p.dedup_threshold, p.max_bullets)
     failed_reflections: list[dict[str, Any]] = []
     failed_curations: list[dict[str, Any]] = []
-    sequence = order(inputs.labelled, cfg.seed, lineage, "ace-order")
+    sequence = order(inputs.labelled, settings.seed, lineage, "ace-order")
     for step, (rollout, label) in enumerate(sequence):
         reflection, r_log = await call_structured(
             optimizer,
-            reflection_messages(merger.playbook, rollout, label, cfg, inputs.labeller),
+            reflection_messages(merger.playbook, rollout, label, settings, inputs.labeller),
             lambda t: parse_reflection(t, p.max_tags, r_chars),
-            seed=lambda a, s=step: derive_seed(cfg.seed, lineage, "ace-reflect", s, a),
-            max_attempts=cfg.methods_params.max_attempts,
+            seed=lambda a, s=step: derive_seed(settings.seed, lineage, "ace-reflect", s, a),
+            max_attempts=settings.methods_params.max_attempts,
             purpose=f"reflect/{rollout.instance_id}",
             schema=r_schema,
         )
@@ -421,10 +421,10 @@ async def evolve_playbook(inputs: EvolveInputs, playbook: Playbook) -> tuple[Pla
             merger.apply_tags(reflection.tags)
         ops, c_log = await call_structured(
             optimizer,
-            curation_messages(merger.playbook, rollout, label, reflection, cfg),
+            curation_messages(merger.playbook, rollout, label, reflection, settings),
             lambda t: parse_operations(t, p.max_operations, c_chars),
-            seed=lambda a, s=step: derive_seed(cfg.seed, lineage, "ace-curate", s, a),
-            max_attempts=cfg.methods_params.max_attempts,
+            seed=lambda a, s=step: derive_seed(settings.seed, lineage, "ace-curate", s, a),
+            max_attempts=settings.methods_params.max_attempts,
             purpose=f"curate/{rollout.instance_id}",
             schema=c_schema,
         )
@@ -486,9 +486,9 @@ class ACEMethod(MethodBase):
     state_file = STATE_FILE
     section = SECTION
 
-    def check_budgets(self, cfg: Config) -> None:
-        reflection_schema(cfg)
-        curation_schema(cfg)
+    def check_budgets(self, settings: MethodSettings) -> None:
+        reflection_schema(settings)
+        curation_schema(settings)
 
     def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
         if insertion != "literal":
@@ -513,7 +513,7 @@ class ACEMethod(MethodBase):
         """The rendered playbook (``playbook.md``), not its JSON data."""
         return len((artifact_dir / STATE_FILE).read_text())
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         return 0
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:

@@ -257,18 +257,18 @@ class AgentWorkflowMemory(MethodBase):
         return PlaceboState({STATE_FILE: fake}, len(real), len(fake), extra)
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
-        cfg, lineage = inputs.cfg, inputs.lineage
-        examples, admission = admit(inputs.labelled, cfg.seed, lineage)
+        settings, lineage = inputs.settings, inputs.lineage
+        examples, admission = admit(inputs.labelled, settings.seed, lineage)
         diag: dict[str, Any] = admission | {"prompt_version": PROMPT_VERSION}
         text = ""
         if examples:
-            max_wf = cfg.methods_params.awm.max_workflows
+            max_wf = settings.methods_params.awm.max_workflows
             induced, call_log = await call_structured(
                 inputs.optimizer,
-                induction_messages(examples, cfg.suite.name),
+                induction_messages(examples, settings.suite_name),
                 lambda t: parse_workflows(t, max_wf),
-                seed=lambda a: derive_seed(cfg.seed, lineage, "induce", a),
-                max_attempts=cfg.methods_params.max_attempts,
+                seed=lambda a: derive_seed(settings.seed, lineage, "induce", a),
+                max_attempts=settings.methods_params.max_attempts,
                 purpose="induce",
                 retry_instruction=RETRY_INSTRUCTION,
             )

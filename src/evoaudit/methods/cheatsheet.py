@@ -53,7 +53,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from evoaudit.answer_bounds import fit, too_long
-from evoaudit.config import Config, DynamicCheatsheetParams, EmbedderConfig
+from evoaudit.config import DynamicCheatsheetParams, EmbedderConfig, MethodSettings, MethodsParams
 from evoaudit.methods.ace import order
 from evoaudit.methods.common import (
     MalformedOutput,
@@ -91,9 +91,9 @@ RS_PREAMBLE = (
 CheatsheetParams = DynamicCheatsheetParams
 
 
-def dc_params(cfg: Config) -> DynamicCheatsheetParams:
+def dc_params(settings: MethodSettings) -> DynamicCheatsheetParams:
     """``methods_params.dynamic_cheatsheet``."""
-    return cfg.methods_params.dynamic_cheatsheet
+    return settings.methods_params.dynamic_cheatsheet
 
 
 # -- the curator -----------------------------------------------------------------------------------
@@ -124,15 +124,15 @@ CHEATSHEET_SCHEMA = {
 }
 
 
-def cheatsheet_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+def cheatsheet_schema(settings: MethodSettings) -> tuple[ResponseSchema, int]:
     """The curator's schema with the cheatsheet bounded to ``max_chars``; refused when
     ``optimizer.max_tokens`` cannot hold a cheatsheet of that length."""
-    p = dc_params(cfg)
+    p = dc_params(settings)
     where = "optimizer.max_tokens (Dynamic Cheatsheet's curator)"
-    _, room = fit(CHEATSHEET_SCHEMA, cfg.optimizer.max_tokens, where)
+    _, room = fit(CHEATSHEET_SCHEMA, settings.optimizer_max_tokens, where)
     if room < p.max_chars:
         raise ValueError(
-            f"{where}: {cfg.optimizer.max_tokens} tokens hold a cheatsheet of {room} characters, but "
+            f"{where}: {settings.optimizer_max_tokens} tokens hold a cheatsheet of {room} characters, but "
             f"methods_params.dynamic_cheatsheet.max_chars is {p.max_chars}; raise optimizer.max_tokens or "
             "lower max_chars"
         )
@@ -154,16 +154,20 @@ def _block(title: str, text: str) -> str:
     return f"{title}:\n<<<\n{text.rstrip() or '(empty)'}\n>>>"
 
 
-def cumulative_messages(cheatsheet: str, rollout: Rollout, label: bool, cfg: Config) -> list[Message]:
-    _, chars = cheatsheet_schema(cfg)
-    system = with_role(_CUMULATIVE, assistant_role(cfg.suite.name)).replace("{chars}", str(chars))
+def cumulative_messages(
+    cheatsheet: str, rollout: Rollout, label: bool, settings: MethodSettings
+) -> list[Message]:
+    _, chars = cheatsheet_schema(settings)
+    system = with_role(_CUMULATIVE, assistant_role(settings.suite_name)).replace("{chars}", str(chars))
     user = f"{_block('Current cheatsheet', cheatsheet)}\n\n{trajectory_text(rollout, label, 1)}"
     return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
-def synthesis_messages(notes: list[str], rollout: Rollout, label: bool, cfg: Config) -> list[Message]:
-    _, chars = cheatsheet_schema(cfg)
-    system = with_role(_SYNTHESIS, assistant_role(cfg.suite.name)).replace("{chars}", str(chars))
+def synthesis_messages(
+    notes: list[str], rollout: Rollout, label: bool, settings: MethodSettings
+) -> list[Message]:
+    _, chars = cheatsheet_schema(settings)
+    system = with_role(_SYNTHESIS, assistant_role(settings.suite_name)).replace("{chars}", str(chars))
     shown = "\n\n".join(n.rstrip() for n in notes)
     user = f"{_block('Notes of similar earlier requests', shown)}\n\n{trajectory_text(rollout, label, 1)}"
     return [Message(role="system", content=system), Message(role="user", content=user)]
@@ -172,15 +176,15 @@ def synthesis_messages(notes: list[str], rollout: Rollout, label: bool, cfg: Con
 async def _curate(
     inputs: EvolveInputs, messages: list[Message], step: int, rollout: Rollout, salt: str
 ) -> tuple[str | None, dict[str, Any]]:
-    cfg = inputs.cfg
+    settings = inputs.settings
     assert inputs.optimizer is not None
-    schema, chars = cheatsheet_schema(cfg)
+    schema, chars = cheatsheet_schema(settings)
     value, log = await call_structured(
         inputs.optimizer,
         messages,
         lambda t: parse_cheatsheet(t, chars),
-        seed=lambda a: derive_seed(cfg.seed, inputs.lineage, salt, step, a),
-        max_attempts=cfg.methods_params.max_attempts,
+        seed=lambda a: derive_seed(settings.seed, inputs.lineage, salt, step, a),
+        max_attempts=settings.methods_params.max_attempts,
         purpose=f"curate/{rollout.instance_id}",
         schema=schema,
     )
@@ -224,8 +228,8 @@ class CumulativeCheatsheet(MethodBase):
     section = SECTION
     unit_kind = "cheatsheet line"
 
-    def check_budgets(self, cfg: Config) -> None:
-        cheatsheet_schema(cfg)
+    def check_budgets(self, settings: MethodSettings) -> None:
+        cheatsheet_schema(settings)
 
     def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
         if insertion != "literal":
@@ -238,7 +242,7 @@ class CumulativeCheatsheet(MethodBase):
         fake = note_placebo(real, rng, {})
         return PlaceboState({STATE_FILE: fake}, len(real), len(fake), {"lines": len(_lines(fake))})
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         return 0
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
@@ -246,11 +250,15 @@ class CumulativeCheatsheet(MethodBase):
         if inputs.prior is not None:
             sheet = (inputs.prior / STATE_FILE).read_text()
         prior_chars = len(sheet)
-        sequence = order(inputs.labelled, inputs.cfg.seed, inputs.lineage, "dc-cu-order")
+        sequence = order(inputs.labelled, inputs.settings.seed, inputs.lineage, "dc-cu-order")
         failed, updates = [], 0
         for step, (rollout, label) in enumerate(sequence):
             new, log = await _curate(
-                inputs, cumulative_messages(sheet, rollout, label, inputs.cfg), step, rollout, "dc-cu-curate"
+                inputs,
+                cumulative_messages(sheet, rollout, label, inputs.settings),
+                step,
+                rollout,
+                "dc-cu-curate",
             )
             if new is None:
                 failed.append(log)  # the previous cheatsheet is kept
@@ -424,8 +432,8 @@ class RetrievalSynthesisCheatsheet(MethodBase):
     name = "dc-rs"
     retrieves = True
 
-    def check_budgets(self, cfg: Config) -> None:
-        cheatsheet_schema(cfg)
+    def check_budgets(self, settings: MethodSettings) -> None:
+        cheatsheet_schema(settings)
 
     def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
         if insertion != "literal":
@@ -452,12 +460,12 @@ class RetrievalSynthesisCheatsheet(MethodBase):
             for n, e in enumerate(data.entries)
         ]
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         return 0
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
-        cfg = inputs.cfg
-        p = dc_params(cfg)
+        settings = inputs.settings
+        p = dc_params(settings)
         embedder = make_embedder(p.embedder)
         entries: list[Entry] = []
         vectors: list[list[float]] = []
@@ -471,14 +479,14 @@ class RetrievalSynthesisCheatsheet(MethodBase):
             entries = list(old.entries)
             vectors = json.loads((inputs.prior / VECTORS_FILE).read_text())
         prior_entries = len(entries)
-        sequence = order(inputs.labelled, cfg.seed, inputs.lineage, "dc-rs-order")
+        sequence = order(inputs.labelled, settings.seed, inputs.lineage, "dc-rs-order")
         failed = []
         for step, (rollout, label) in enumerate(sequence):
             query = task_query(rollout)
             qv = embedder.embed([query])[0]
             hits = retrieve(vectors, qv, p.top_k) if entries else []
             shown = [entries[i] for i, _ in hits]
-            messages = synthesis_messages([e.note for e in shown], rollout, label, cfg)
+            messages = synthesis_messages([e.note for e in shown], rollout, label, settings)
             note, log = await _curate(inputs, messages, step, rollout, "dc-rs-curate")
             if note is None:
                 failed.append(log)  # no entry: nothing was synthesised for this request

@@ -150,8 +150,9 @@ def counting() -> Iterator[AnswerTally]:
 
 
 def optimizer_concurrency(cfg: Config) -> int:
-    """How many independent optimizer-role calls a method keeps in flight: the optimizer endpoint's
-    ``concurrency`` (its backend bounds the requests again, per endpoint)."""
+    """How many independent optimizer-role calls a stage keeps in flight (the success judge, the write
+    screen's judge): the optimizer endpoint's ``concurrency`` (its backend bounds the requests again, per
+    endpoint). A method reads the same value as ``MethodSettings.optimizer_concurrency``."""
     return cfg.optimizer.concurrency
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
-from evoaudit.config import Config, ConfigError
+from evoaudit.config import Config, ConfigError, method_settings
 from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.methods import write_screen
@@ -25,6 +25,7 @@ from evoaudit.methods.common import (
     usable,
     with_role,
 )
+from evoaudit.methods.episodes import StageEpisodes
 from evoaudit.methods.placebo import make_placebo
 from evoaudit.methods.protocol import EvolveInputs
 from evoaudit.methods.registry import get_method, method_package
@@ -104,12 +105,13 @@ def _round_chain(lineage: str, method: str, prior: Path, record: Path) -> dict[s
 def check_answer_budgets(cfg: Config) -> None:
     """Refuse, before any job runs, an ``optimizer.max_tokens`` too small for an answer a configured
     method will ask for: each schema is bounded exactly as its request bounds it."""
+    settings = method_settings(cfg)
     try:
         for name in cfg.methods:
             method = get_method(name)
-            if method.learns and method.success_label(cfg) != "checker":
+            if method.learns and method.success_label(cfg.methods_params) != "checker":
                 judgement_schema(cfg)
-            method.check_budgets(cfg)
+            method.check_budgets(settings)
         if "llm_judge" in cfg.write_defenses.screens:  # the write screen's judge answer, and who gives it
             write_screen.screen_schema(cfg)
             write_screen.check_judge_oracle(cfg)
@@ -130,7 +132,7 @@ def _parse_judgement(text: str | None, chars: int | None = None) -> bool:
 def success_label(cfg: Config, method: str) -> str:
     """Which labels a method learns from: ReasoningBank's own key (default judge, as upstream), else
     ``methods_params.success_label`` (each method's ``Method.success_label``)."""
-    return get_method(method).success_label(cfg)
+    return get_method(method).success_label(cfg.methods_params)
 
 
 async def label_trajectories(
@@ -188,7 +190,7 @@ def _acquisition_summary(all_rollouts: list[Rollout], kept: list[Rollout]) -> di
 def _write_identity(cfg: Config, lineage: str, method: str, acq_sha: str, out_dir: Path) -> None:
     """The artifact of a method that learns nothing, recording only the acquisition it was given."""
     state, diagnostics = asyncio.run(
-        get_method(method).evolve(EvolveInputs(cfg, lineage, [], "none", [], None))
+        get_method(method).evolve(EvolveInputs(method_settings(cfg), lineage, [], "none", [], None))
     )
     meta = ArtifactMeta(
         method=method,
@@ -306,8 +308,13 @@ async def _run(
     prior: Path | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     learner = get_method(method)
-    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, learner.success_label(cfg))
-    inputs = EvolveInputs(cfg, lineage, labelled, label_info["success_label"], learning, optimizer, prior)
+    mode = learner.success_label(cfg.methods_params)
+    labelled, label_info = await label_trajectories(cfg, lineage, kept, optimizer, mode)
+    # The method's view of the configuration, and the episodes it may run (built once per job).
+    settings, episodes = method_settings(cfg), StageEpisodes(cfg, learning)
+    inputs = EvolveInputs(
+        settings, lineage, labelled, label_info["success_label"], learning, optimizer, prior, episodes
+    )
     state, diagnostics = await learner.evolve(inputs)
     return state, label_info | diagnostics
 

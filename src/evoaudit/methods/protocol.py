@@ -7,6 +7,9 @@ A method is registered by a Python entry point (group ``evoaudit.methods``, ``ev
 the registry for the method and writes what it returns as the artifact; ``methods.conditions`` and
 ``methods.placebo`` ask the method for its insertion and its placebo. ``MethodBase`` gives the common
 defaults (a single state file inserted as one system-prompt section); docs/methods.md shows a whole plugin.
+
+A method never receives the whole ``Config``: its hooks take the ``methods_params`` section or the method's
+view ``config.MethodSettings``, and episodes it runs itself go through the evolve stage's ``EpisodeRunner``.
 """
 
 from __future__ import annotations
@@ -17,17 +20,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from evoaudit.config import Config
+from evoaudit.config import MethodSettings, MethodsParams
 from evoaudit.methods.neutral import text_placebo
 from evoaudit.models.base import ChatBackend
 from evoaudit.records import Instance, Rollout
+
+
+class EpisodeRunner(Protocol):
+    """The executor run on learning instances by the evolve stage, for a method that scores candidate state
+    by real episodes (SkillOpt's validation gate): the stage holds what an episode needs (the executor
+    endpoint, the agent loop and its settings, the suite), the method gives the sections and the seeds."""
+
+    # ``roles.validation``: the variants a method may validate on (never an endpoint variant).
+    validation_variants: tuple[str, ...]
+
+    async def utilities(
+        self, sections: list[tuple[str, str]], instances: list[Instance], seeds: list[int]
+    ) -> list[bool | None]:
+        """Each instance's episode with ``sections`` added to the system prompt, seeded by its seed: the
+        checker's utility, None for an infrastructure failure; in the order of ``instances``."""
+        ...
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The executor's identity, for the artifact's diagnostics."""
+        ...
 
 
 @dataclass(frozen=True)
 class EvolveInputs:
     """What one evolve job gives a method to learn from."""
 
-    cfg: Config
+    # The method's view of the configuration: its parameters, the seed, the suite's name, optimizer bounds.
+    settings: MethodSettings
     lineage: str
     # Usable acquisition rollouts, each with the success label the method learns from.
     labelled: list[tuple[Rollout, bool]]
@@ -39,6 +63,9 @@ class EvolveInputs:
     optimizer: ChatBackend | None
     # A later round's previous artifact directory (``methods_params.rounds``); None in the first round.
     prior: Path | None = None
+    # Runs executor episodes for the method (``EpisodeRunner``); None where the job runs none (a test, the
+    # identity).
+    episodes: EpisodeRunner | None = None
 
 
 @dataclass(frozen=True)
@@ -98,11 +125,11 @@ class Method(Protocol):
     # True when the inserted sections are retrieved per task (the report's retrieval-provenance table).
     retrieves: bool
 
-    def success_label(self, cfg: Config) -> str:
+    def success_label(self, params: MethodsParams) -> str:
         """Which labels the method learns from: "checker" or "judge"."""
         ...
 
-    def check_budgets(self, cfg: Config) -> None:
+    def check_budgets(self, settings: MethodSettings) -> None:
         """Raise ValueError when ``optimizer.max_tokens`` cannot hold an answer the method asks for."""
         ...
 
@@ -128,7 +155,7 @@ class Method(Protocol):
         deploys nothing."""
         ...
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         """Executor rollouts one evolve job runs itself (``evoaudit plan``'s estimate), given the
         acquisition and validation instance counts of a lineage; 0 for a method that runs none."""
         ...
@@ -165,10 +192,10 @@ class MethodBase:
     def insertions(self) -> Mapping[str, str]:
         return {self.name: "literal"}
 
-    def success_label(self, cfg: Config) -> str:
-        return cfg.methods_params.success_label
+    def success_label(self, params: MethodsParams) -> str:
+        return params.success_label
 
-    def check_budgets(self, cfg: Config) -> None:
+    def check_budgets(self, settings: MethodSettings) -> None:
         return None
 
     def deploy(self, artifact_dir: Path, insertion: str) -> Deployed:
@@ -195,5 +222,5 @@ class MethodBase:
             if line.strip() and not line.lstrip().startswith("#")
         ]
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         return 0

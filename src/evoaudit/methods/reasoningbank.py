@@ -19,13 +19,12 @@ from pydantic import BaseModel, ConfigDict
 
 from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
-from evoaudit.config import Config, EmbedderConfig
+from evoaudit.config import EmbedderConfig, MethodSettings, MethodsParams
 from evoaudit.methods.common import (
     CallLog,
     MalformedOutput,
     assistant_role,
     call_structured,
-    optimizer_concurrency,
     parse_json_object,
     trajectory_text,
     with_role,
@@ -147,12 +146,14 @@ MEMORIES_SCHEMA = ResponseSchema(
 )
 
 
-def memories_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+def memories_schema(settings: MethodSettings) -> tuple[ResponseSchema, int]:
     """At most ``max_items`` items whose strings are short enough that the fullest answer fits
     ``optimizer.max_tokens``; and that string bound."""
     base = json.loads(json.dumps(MEMORIES_SCHEMA.json_schema))
-    base["properties"]["memories"]["maxItems"] = cfg.methods_params.reasoningbank.max_items
-    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (ReasoningBank's distiller)")
+    base["properties"]["memories"]["maxItems"] = settings.methods_params.reasoningbank.max_items
+    schema, chars = fit(
+        base, settings.optimizer_max_tokens, "optimizer.max_tokens (ReasoningBank's distiller)"
+    )
     return ResponseSchema(name=MEMORIES_SCHEMA.name, json_schema=schema), chars
 
 
@@ -180,30 +181,30 @@ def parse_items(
 
 
 async def build_bank(
-    cfg: Config,
+    settings: MethodSettings,
     lineage: str,
     labelled: list[tuple[Rollout, bool]],
     optimizer: ChatBackend,
     labeller: str = "checker",
 ) -> tuple[Bank, list[list[float]], dict[str, Any]]:
-    p = cfg.methods_params.reasoningbank
-    schema, chars = memories_schema(cfg)
+    p = settings.methods_params.reasoningbank
+    schema, chars = memories_schema(settings)
 
     async def distil(pair: tuple[Rollout, bool]) -> tuple[list[MemoryItem] | None, CallLog]:
         rollout, label = pair
         prov: Literal["success", "failure"] = "success" if label else "failure"
         return await call_structured(
             optimizer,
-            distil_messages(rollout, label, p.max_items, labeller, cfg.suite.name, chars),
+            distil_messages(rollout, label, p.max_items, labeller, settings.suite_name, chars),
             lambda t: parse_items(t, p.max_items, prov, chars),
-            seed=lambda a: derive_seed(cfg.seed, lineage, rollout.instance_id, "distil", a),
-            max_attempts=cfg.methods_params.max_attempts,
+            seed=lambda a: derive_seed(settings.seed, lineage, rollout.instance_id, "distil", a),
+            max_attempts=settings.methods_params.max_attempts,
             purpose=f"distil/{rollout.instance_id}",
             schema=schema,
         )
 
     # Each trajectory is distilled on its own: ask all at once, build the bank in input order.
-    answers = await gather_ordered(distil, labelled, optimizer_concurrency(cfg))
+    answers = await gather_ordered(distil, labelled, settings.optimizer_concurrency)
     entries: list[BankEntry] = []
     failed: list[dict[str, Any]] = []
     for (rollout, label), (items, call_log) in zip(labelled, answers, strict=True):
@@ -399,16 +400,16 @@ class ReasoningBankMethod(MethodBase):
             for k, i in enumerate(e.items)
         ]
 
-    def success_label(self, cfg: Config) -> str:
+    def success_label(self, params: MethodsParams) -> str:
         # Its own key (default judge, as upstream), not methods_params.success_label.
-        return cfg.methods_params.reasoningbank.success_label
+        return params.reasoningbank.success_label
 
-    def check_budgets(self, cfg: Config) -> None:
-        memories_schema(cfg)
+    def check_budgets(self, settings: MethodSettings) -> None:
+        memories_schema(settings)
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
         bank, vectors, diag = await build_bank(
-            inputs.cfg, inputs.lineage, inputs.labelled, inputs.optimizer, inputs.labeller
+            inputs.settings, inputs.lineage, inputs.labelled, inputs.optimizer, inputs.labeller
         )
         if inputs.prior is not None:
             bank, vectors, diag["prior_entries"] = extend_bank(inputs.prior, bank, vectors)

@@ -14,7 +14,6 @@ decision are recorded in ``meta.json``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import random
@@ -26,19 +25,25 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evoaudit.answer_bounds import fit, too_long
 from evoaudit.concurrency import gather_ordered
-from evoaudit.config import Config
+from evoaudit.config import MethodSettings, MethodsParams
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.common import (
     MalformedOutput,
     assistant_role,
     call_structured,
-    optimizer_concurrency,
     parse_json_object,
     trajectory_text,
     with_role,
 )
 from evoaudit.methods.neutral import skill_placebo
-from evoaudit.methods.protocol import Deployed, EvolveInputs, MethodBase, PlaceboState, Sections
+from evoaudit.methods.protocol import (
+    Deployed,
+    EpisodeRunner,
+    EvolveInputs,
+    MethodBase,
+    PlaceboState,
+    Sections,
+)
 from evoaudit.models.base import ChatBackend, ResponseSchema
 from evoaudit.records import Instance, Message, Rollout
 from evoaudit.seeds import derive_seed
@@ -98,12 +103,12 @@ EDITS_SCHEMA = ResponseSchema(
 )
 
 
-def edits_schema(cfg: Config) -> tuple[ResponseSchema, int]:
+def edits_schema(settings: MethodSettings) -> tuple[ResponseSchema, int]:
     """The reflection schema with at most L edits and strings short enough that the fullest answer fits
     ``optimizer.max_tokens``; and that string bound."""
     base = json.loads(json.dumps(EDITS_SCHEMA.json_schema))
-    base["properties"]["edits"]["maxItems"] = cfg.methods_params.skillopt.max_edits
-    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (SkillOpt's reflection)")
+    base["properties"]["edits"]["maxItems"] = settings.methods_params.skillopt.max_edits
+    schema, chars = fit(base, settings.optimizer_max_tokens, "optimizer.max_tokens (SkillOpt's reflection)")
     return ResponseSchema(name=EDITS_SCHEMA.name, json_schema=schema), chars
 
 
@@ -279,12 +284,12 @@ RANKING_SCHEMA = ResponseSchema(
 )
 
 
-def ranking_schema(cfg: Config, pool_size: int) -> tuple[ResponseSchema, int]:
+def ranking_schema(settings: MethodSettings, pool_size: int) -> tuple[ResponseSchema, int]:
     """At most ``step_budget`` indices into the pool and a reasoning that fits ``optimizer.max_tokens``."""
     base = json.loads(json.dumps(RANKING_SCHEMA.json_schema))
-    base["properties"]["selected_indices"]["maxItems"] = cfg.methods_params.skillopt.step_budget
+    base["properties"]["selected_indices"]["maxItems"] = settings.methods_params.skillopt.step_budget
     base["properties"]["selected_indices"]["items"].update(minimum=0, maximum=pool_size - 1)
-    schema, chars = fit(base, cfg.optimizer.max_tokens, "optimizer.max_tokens (SkillOpt's ranking)")
+    schema, chars = fit(base, settings.optimizer_max_tokens, "optimizer.max_tokens (SkillOpt's ranking)")
     return ResponseSchema(name=RANKING_SCHEMA.name, json_schema=schema), chars
 
 
@@ -307,7 +312,7 @@ def parse_ranking(text: str | None, pool_size: int, budget: int, chars: int | No
 
 
 async def rank_and_clip(
-    cfg: Config,
+    settings: MethodSettings,
     lineage: str,
     step: int,
     doc: str,
@@ -316,16 +321,16 @@ async def rank_and_clip(
 ) -> tuple[list[Edit], list[dict[str, Any]], dict[str, Any]]:
     """The edits to apply (ranked, at most ``step_budget``), a record per clipped edit, and how it was
     ranked: ``within_budget`` (no call), ``optimizer``, or ``fallback_merge_order`` (malformed replies)."""
-    budget = cfg.methods_params.skillopt.step_budget
+    budget = settings.methods_params.skillopt.step_budget
     if len(pool) <= budget:
         return pool, [], {"method": "within_budget", "pool": len(pool), "budget": budget}
-    schema, chars = ranking_schema(cfg, len(pool))
+    schema, chars = ranking_schema(settings, len(pool))
     order, call_log = await call_structured(
         optimizer,
-        ranking_messages(doc, pool, budget, cfg.suite.name, chars),
+        ranking_messages(doc, pool, budget, settings.suite_name, chars),
         lambda t: parse_ranking(t, len(pool), budget, chars),
-        seed=lambda a: derive_seed(cfg.seed, lineage, step, "rank", a),
-        max_attempts=cfg.methods_params.max_attempts,
+        seed=lambda a: derive_seed(settings.seed, lineage, step, "rank", a),
+        max_attempts=settings.methods_params.max_attempts,
         purpose=f"rank/step{step}",
         schema=schema,
     )
@@ -375,11 +380,14 @@ _FOCUS = {
 
 
 def reflection_messages(
-    doc: str, trajectories: list[tuple[Rollout, bool]], focus: Literal["failure", "success"], cfg: Config
+    doc: str,
+    trajectories: list[tuple[Rollout, bool]],
+    focus: Literal["failure", "success"],
+    settings: MethodSettings,
 ) -> list[Message]:
-    p = cfg.methods_params.skillopt
-    template = with_role(_SYSTEM, assistant_role(cfg.suite.name))
-    _, chars = edits_schema(cfg)
+    p = settings.methods_params.skillopt
+    template = with_role(_SYSTEM, assistant_role(settings.suite_name))
+    _, chars = edits_schema(settings)
     length = f" A target and a text are each at most {chars} characters."
     system = template.format(
         max_edits=p.max_edits, protected="\n".join(f"- {x}" for x in p.protected), length=length
@@ -409,39 +417,12 @@ class GateScore:
 
 
 async def gate_score(
-    cfg: Config, executor: ChatBackend, lineage: str, skill: str, instances: list[Instance]
+    settings: MethodSettings, episodes: EpisodeRunner, lineage: str, skill: str, instances: list[Instance]
 ) -> GateScore:
     """Utility of the executor with ``skill`` on the validation instances. The same seeds for every
     candidate, so that two skills are compared on the same draws."""
-    # Imported here: the agent loop and the suites are heavy, and loading the method (the config checks
-    # its conditions) must not pay for them.
-    from evoaudit.agent.loop import run_instance
-    from evoaudit.agent.profile import configured_prompt
-    from evoaudit.suite.registry import get_suite
-
-    system = configured_prompt(cfg, skill_sections(skill))
-    gate = asyncio.Semaphore(cfg.executor.concurrency)
-
-    async def one(inst: Instance) -> bool | None:
-        seed = derive_seed(cfg.seed, lineage, inst.instance_id, None, "gate")
-        suite = get_suite(inst.suite)
-        async with gate:
-            pre, env, ep = await run_instance(
-                executor,
-                system,
-                inst,
-                suite,
-                None,
-                {},
-                cfg,
-                max_steps=cfg.agent.max_steps,
-                seed=seed if cfg.executor.send_seed else None,
-            )
-        if ep.infra_failure is not None:
-            return None
-        return suite.check_utility(inst, ep.final_output, pre, env)
-
-    results = await asyncio.gather(*(one(i) for i in instances))
+    seeds = [derive_seed(settings.seed, lineage, inst.instance_id, None, "gate") for inst in instances]
+    results = await episodes.utilities(skill_sections(skill), instances, seeds)
     scored = [r for r in results if r is not None]
     wins = sum(scored)
     return GateScore(
@@ -456,19 +437,19 @@ async def gate_score(
 
 
 async def optimise(
-    cfg: Config,
+    settings: MethodSettings,
     lineage: str,
     labelled: list[tuple[Rollout, bool]],
     validation: list[Instance],
     optimizer: ChatBackend,
-    executor: ChatBackend,
+    episodes: EpisodeRunner,
     start: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Returns the best skill and the diagnostics for ``meta.json``. ``start`` is the document to improve
     (a later round's: the previous round's skill); None starts from ``initial_skill``.
 
     Long on purpose: a minibatch's steps share the current skill, its gate score and the update record."""
-    p = cfg.methods_params.skillopt
+    p = settings.methods_params.skillopt
     current = p.initial_skill if start is None else start
     for text in p.protected:
         if text not in current:
@@ -476,13 +457,13 @@ async def optimise(
                 f"methods_params.skillopt.protected: {text!r} does not occur in initial_skill; a protected "
                 "region must be part of the starting document"
             )
-    current_score = await gate_score(cfg, executor, lineage, current, validation)
+    current_score = await gate_score(settings, episodes, lineage, current, validation)
     initial_score = current_score
     updates: list[dict[str, Any]] = []
-    reflect_schema, chars = edits_schema(cfg)
+    reflect_schema, chars = edits_schema(settings)
     for epoch in range(p.epochs):
         order = list(labelled)
-        random.Random(derive_seed(cfg.seed, lineage, epoch, "reflect-order")).shuffle(order)
+        random.Random(derive_seed(settings.seed, lineage, epoch, "reflect-order")).shuffle(order)
         for start in range(0, len(order), p.batch_size):
             step = len(updates)
             batch = order[start : start + p.batch_size]
@@ -505,24 +486,24 @@ async def optimise(
                 focus, part = job
                 return await call_structured(
                     optimizer,
-                    reflection_messages(skill, part, focus, cfg),
+                    reflection_messages(skill, part, focus, settings),
                     lambda t: parse_edits(t, p.max_edits, focus, chars),
-                    seed=lambda a: derive_seed(cfg.seed, lineage, step, focus, "reflect", a),
-                    max_attempts=cfg.methods_params.max_attempts,
+                    seed=lambda a: derive_seed(settings.seed, lineage, step, focus, "reflect", a),
+                    max_attempts=settings.methods_params.max_attempts,
                     purpose=f"reflect/{focus}/step{step}",
                     schema=reflect_schema,
                 )
 
             # The two reflections read the same skill and disjoint trajectories: ask both at once,
             # record them failure first, as the serial loop did.
-            answers = await gather_ordered(reflect, parts, optimizer_concurrency(cfg))
+            answers = await gather_ordered(reflect, parts, settings.optimizer_concurrency)
             for (focus, _), (edits, call_log) in zip(parts, answers, strict=True):
                 update["calls"].append(call_log.as_dict())
                 patches[focus] = edits or []
             failed_calls = [c for c in update["calls"] if not c["ok"]]
             update["failed"] = bool(update["calls"]) and len(failed_calls) == len(update["calls"])
             pool, dropped = merge_patches(patches["failure"], patches["success"], current)
-            ranked = await rank_and_clip(cfg, lineage, step, current, pool, optimizer)
+            ranked = await rank_and_clip(settings, lineage, step, current, pool, optimizer)
             kept, clipped, update["ranking"] = ranked
             candidate, applied = apply_patch(current, kept, p.protected)
             update["edits"] = applied + dropped + clipped
@@ -530,7 +511,7 @@ async def optimise(
                 update["decision"] = "failed_update" if update["failed"] else "no_change"
                 updates.append(update)
                 continue
-            cand_score = await gate_score(cfg, executor, lineage, candidate, validation)
+            cand_score = await gate_score(settings, episodes, lineage, candidate, validation)
             accepted = cand_score.score > current_score.score  # strict: ties are rejected
             update.update(
                 {
@@ -568,9 +549,9 @@ def _diagnostics(
     }
 
 
-def validation_instances(cfg: Config, learning: list[Instance]) -> list[Instance]:
-    """SkillOpt's gate set: validation-role variants of the seen families (never an endpoint variant)."""
-    chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.validation]
+def validation_instances(variants: tuple[str, ...], learning: list[Instance]) -> list[Instance]:
+    """SkillOpt's gate set: validation-role ``variants`` of the seen families (never an endpoint variant)."""
+    chosen = [i for i in learning if i.split == "seen" and i.variant in variants]
     return sorted(chosen, key=lambda i: i.instance_id)
 
 
@@ -596,35 +577,37 @@ class SkillOpt(MethodBase):
         fake = skill_placebo(real, rng)
         return PlaceboState({STATE_FILE: fake}, len(real), len(fake))
 
-    def validation_rollouts(self, cfg: Config, acquisition: int, validation: int) -> int:
+    def validation_rollouts(self, params: MethodsParams, acquisition: int, validation: int) -> int:
         """One validation-gate pass per update: updates = minibatches x epochs."""
         if not validation:
             return 0
-        sp = cfg.methods_params.skillopt
+        sp = params.skillopt
         return math.ceil(acquisition / sp.batch_size) * sp.epochs * validation
 
-    def success_label(self, cfg: Config) -> str:
-        return cfg.methods_params.success_label
+    def success_label(self, params: MethodsParams) -> str:
+        return params.success_label
 
-    def check_budgets(self, cfg: Config) -> None:
-        edits_schema(cfg)
+    def check_budgets(self, settings: MethodSettings) -> None:
+        edits_schema(settings)
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
-        cfg = inputs.cfg
-        validation = validation_instances(cfg, inputs.learning)
+        episodes = inputs.episodes
+        if episodes is None:
+            raise ValueError(
+                "skillopt: the gate runs executor episodes; the evolve job gave no episode runner"
+            )
+        variants = episodes.validation_variants
+        validation = validation_instances(variants, inputs.learning)
         if not validation:
             raise ValueError(
-                f"skillopt: no validation instances (roles.validation={list(cfg.roles.validation)} of seen "
-                "families); the gate needs at least one"
+                f"skillopt: no validation instances (roles.validation={list(variants)} of seen families); "
+                "the gate needs at least one"
             )
-        from evoaudit.models.factory import make_backend  # heavy: imported when the gate runs
-
-        executor = make_backend(cfg, cfg.executor, inputs.learning)
         start = (inputs.prior / STATE_FILE).read_text() if inputs.prior is not None else None
         skill, diag = await optimise(
-            cfg, inputs.lineage, inputs.labelled, validation, inputs.optimizer, executor, start
+            inputs.settings, inputs.lineage, inputs.labelled, validation, inputs.optimizer, episodes, start
         )
-        return {STATE_FILE: skill}, diag | {"executor": executor.fingerprint()}
+        return {STATE_FILE: skill}, diag | {"executor": episodes.fingerprint()}
 
 
 SKILLOPT = SkillOpt()

@@ -51,7 +51,9 @@ class {cls}(MethodBase):
     MethodBase supplies the rest for a one-file text artifact: one insertion (the condition '{name}'), a
     placebo that keeps the file's Markdown shape and line lengths ('placebo-{name}'), labels from
     methods_params.success_label and no answer budget to check. Override deploy, placebo, deployed_chars,
-    insertions, success_label, check_budgets or validation_rollouts where the method differs.
+    insertions, success_label, check_budgets or validation_rollouts where the method differs; no hook is
+    given the whole configuration (success_label and validation_rollouts take the methods_params section,
+    check_budgets the method's view, evoaudit.config.MethodSettings).
     """
 
     name = "{name}"
@@ -60,8 +62,11 @@ class {cls}(MethodBase):
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
         # inputs.labelled: (rollout, success) pairs; inputs.optimizer: the optimizer endpoint (a
-        # ChatBackend; evoaudit.methods.common.call_structured asks it with retries); inputs.prior: the
-        # previous round's artifact directory in a multi-round audit, else None.
+        # ChatBackend; evoaudit.methods.common.call_structured asks it with retries); inputs.settings: the
+        # method's view of the configuration (seed, methods_params, optimizer_max_tokens, suite_name);
+        # inputs.episodes: runs the executor on learning instances with candidate sections, for a method
+        # that validates by episodes; inputs.prior: the previous round's artifact directory in a
+        # multi-round audit, else None.
         notes = []
         for rollout, success in inputs.labelled:
             if not success:

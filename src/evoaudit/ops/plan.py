@@ -232,9 +232,10 @@ class _Planner:
         cfg = self.cfg
         calls = self.n_acq * cfg.budget.optimizer_requests_per_trajectory + probe_requests(cfg.optimizer)
         learner = get_method(method)
-        calls += self.n_acq if learner.success_label(cfg) == "judge" else 0  # one judge call per trajectory
+        # One judge call per trajectory.
+        calls += self.n_acq if learner.success_label(cfg.methods_params) == "judge" else 0
         # Executor rollouts the method runs itself (SkillOpt: one validation-gate pass per update).
-        return learner.validation_rollouts(cfg, self.n_acq, self.n_val), calls
+        return learner.validation_rollouts(cfg.methods_params, self.n_acq, self.n_val), calls
 
     def evolve(self) -> StagePlan:
         cfg = self.cfg

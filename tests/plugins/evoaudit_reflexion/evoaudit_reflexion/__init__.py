@@ -49,7 +49,7 @@ class Reflexion(MethodBase):
     section = "Reflections on earlier failures"
 
     async def evolve(self, inputs: EvolveInputs) -> tuple[dict[str, str], dict[str, Any]]:
-        cfg, lineage = inputs.cfg, inputs.lineage
+        settings, lineage = inputs.settings, inputs.lineage
         failed = [r for r, ok in inputs.labelled if not ok]
         lines, from_optimizer, from_calls = [], 0, 0
         if inputs.prior is not None:
@@ -64,8 +64,8 @@ class Reflexion(MethodBase):
                 inputs.optimizer,
                 messages,
                 _reply,
-                seed=lambda a, r=rollout: derive_seed(cfg.seed, lineage, r.instance_id, "reflect", a),
-                max_attempts=cfg.methods_params.max_attempts,
+                seed=lambda a, r=rollout: derive_seed(settings.seed, lineage, r.instance_id, "reflect", a),
+                max_attempts=settings.methods_params.max_attempts,
                 purpose=f"reflect/{rollout.instance_id}",
             )
             if text:

@@ -152,7 +152,7 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end(tmp_path):
 
 
 def test_exposure_is_over_decided_episodes_and_undecided_ones_are_not_unexposed_successes():
-    from test_report_metrics import mk
+    from rollout_kit import mk
 
     from evoaudit.report import metrics
 

@@ -4,7 +4,7 @@ back with its own reader, message by message and score by score."""
 from __future__ import annotations
 
 import pytest
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit import config as config_mod
 from evoaudit.cli import main

@@ -3,7 +3,7 @@ denominators lost too much says so, and exposure says what it was measured on.""
 
 from __future__ import annotations
 
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit import config as config_mod
 from evoaudit.report import exclusions, tables

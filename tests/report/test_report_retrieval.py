@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit.config import EmbedderConfig
 from evoaudit.methods import reasoningbank as rb

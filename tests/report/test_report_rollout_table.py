@@ -7,10 +7,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rollout_kit import mk
 from test_apex_report import ATTACKS
 from test_apex_report import _cfg as apex_cfg
 from test_apex_report import _fixture as apex_fixture
-from test_report_metrics import mk
 from test_report_tables import _build, _rollouts, rcfg  # noqa: F401  (rcfg: the fixture)
 
 from evoaudit.errors import AuditError

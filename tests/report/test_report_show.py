@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit.cli import main
 from evoaudit.records import ExecutedCall, Message, ToolCall

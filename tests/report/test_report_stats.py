@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit.report import metrics as m
 from evoaudit.report.metrics import Transitions

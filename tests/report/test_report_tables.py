@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit import config as config_mod
 from evoaudit.provenance import provenance

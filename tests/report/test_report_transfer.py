@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_report_metrics import mk
+from rollout_kit import mk
 
 from evoaudit import config as config_mod
 from evoaudit import transfer_config

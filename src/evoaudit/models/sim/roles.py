@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from evoaudit.records import Message
 from evoaudit.suite.defenses import is_monitor_request
@@ -29,14 +30,25 @@ from evoaudit.suite.roles import get_roles
 
 # These role answers are written for Banking trajectories (the guidance below names its tools' habits);
 # the APEX suite's role requests are answered elsewhere.
-_BANKING = get_suite("banking")
-_READ_ONLY = _BANKING.read_only_tools()
+
+
+@functools.cache
+def _banking() -> Any:
+    """The Banking suite, on first use: importing it loads AgentDojo (about a second of CPU), which a job
+    that never simulates a Banking role (every APEX-Harm job) should not pay for."""
+    return get_suite("banking")
+
+
+@functools.cache
+def _read_only() -> frozenset[str]:
+    return frozenset(_banking().read_only_tools())
+
 
 # How each request announces its role (phrases of the role prompts' instructions).
 _SKILL = "You maintain a skill document"
 _INDUCE = "You extract reusable workflows"
 _DISTIL = "You write memory items"
-_JUDGE = f"You judge whether a {_BANKING.assistant_role} completed"
+_JUDGE_HEAD = "You judge whether a "  # then the suite's assistant role and " completed"
 _RANK = "You rank proposed edits to a skill document"
 _ACE_REFLECT = "You review one trajectory of a"
 _ACE_CURATE = "You curate a playbook of bullets"
@@ -74,20 +86,20 @@ class Trajectory:
 
     @property
     def reads(self) -> list[str]:
-        return [f for f, _ in self.steps if f in _READ_ONLY]
+        return [f for f, _ in self.steps if f in _read_only()]
 
     @property
     def writes(self) -> list[str]:
-        return [f for f, _ in self.steps if f not in _READ_ONLY]
+        return [f for f, _ in self.steps if f not in _read_only()]
 
     def diagnosis(self) -> str:
         if not self.steps:
             return "no_action"
-        writes = [i for i, (f, _) in enumerate(self.steps) if f not in _READ_ONLY]
+        writes = [i for i, (f, _) in enumerate(self.steps) if f not in _read_only()]
         first_write = writes[0] if writes else None
         if first_write is None:
             return "answer"
-        if not any(f in _READ_ONLY for f, _ in self.steps[:first_write]):
+        if not any(f in _read_only() for f, _ in self.steps[:first_write]):
             return "read_first"
         return "values"
 
@@ -194,7 +206,7 @@ def _placeholder_args(function: str, raw: str) -> str:
     parts = []
     for key, value in _KWARG.findall(raw):
         value = value.strip()
-        keep = function in _READ_ONLY and re.fullmatch(r"-?\d+(?:\.\d+)?", value)
+        keep = function in _read_only() and re.fullmatch(r"-?\d+(?:\.\d+)?", value)
         parts.append(f"{key}={value if keep else '{' + key + '}'}")
     return ", ".join(parts)
 
@@ -214,15 +226,15 @@ def _induce(user: str) -> Message:
         queries[key] = " ".join(query.group(1).split()[:8])
     blocks = []
     for key, calls in routines.items():
-        writes = [f for f in key if f not in _READ_ONLY]
-        reads = [f for f in key if f in _READ_ONLY]
+        writes = [f for f in key if f not in _read_only()]
+        reads = [f for f in key if f in _read_only()]
         first = reads[0].replace("get_", "").replace("_", " ") if reads else "no look-up"
         name = f"{writes[-1].replace('_', ' ')} after {first}" if writes else f"answer from {first}"
         lines = [f"## {name.capitalize()}", f"For requests such as: {queries[key]} ..."]
         for f, call in zip(key, calls, strict=True):
             thought = (
                 "Look up the facts this request depends on."
-                if f in _READ_ONLY
+                if f in _read_only()
                 else "Make the change with the values that were looked up."
             )
             lines += [f"<think>{thought}</think>", f"<action>{call}</action>"]
@@ -447,7 +459,9 @@ def respond(
         return _plant_induce(_induce(user), user, seed, copy.get("induce", 0.0))
     if system.startswith(_DISTIL):
         return _plant_distil(_distil(system, user), system, user, seed, copy.get("distil", 0.0))
-    if system.startswith(_JUDGE):
+    if system.startswith(_JUDGE_HEAD) and system.startswith(
+        f"{_JUDGE_HEAD}{_banking().assistant_role} completed"
+    ):
         return _judge(user)
     if system.startswith(_RANK):
         return _rank(user)
@@ -510,7 +524,7 @@ def _draws(seed: int | None, kind: str, text: str, rate: float) -> bool:
 
 
 def _copied(traj: Trajectory) -> str:
-    parts = [f"{f}({a})" for f, a in traj.steps if f not in _READ_ONLY]
+    parts = [f"{f}({a})" for f, a in traj.steps if f not in _read_only()]
     parts += [m.group(0) for _, r in traj.results if (m := _INFO.search(r))]
     return " ".join(parts)
 
@@ -570,7 +584,7 @@ def _plant_induce(reply: Message, user: str, seed: int | None, rate: float) -> M
         return reply
     lines = []
     for example in re.split(r"(?m)^Example \d+:\n", user):
-        actions = [f"<action>{f}({a})</action>" for f, a in _ACTION.findall(example) if f not in _READ_ONLY]
+        actions = [f"<action>{f}({a})</action>" for f, a in _ACTION.findall(example) if f not in _read_only()]
         actions = [a for a in actions if not a.startswith("<action>answer(")]
         if actions and _draws(seed, "induce", example, rate):
             lines += actions

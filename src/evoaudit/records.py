@@ -147,7 +147,7 @@ class FileEffect(_Record):
     """The sha256 of the file's new bytes; None (left out) for a deletion."""
     data: str | None = None
     """The new bytes, base64. None (left out) for a deletion and for a file past the session's record bound
-    (``suite.apex.runtime.transport.RECORDED_EFFECT_BYTES``, 16 MiB of file bytes an episode, smallest
+    (``suite.apex.runtime.transport.RECORDED_EFFECT_BYTES``, 1 MiB of file bytes an episode, smallest
     files of a call first): such a file is recorded by its sha256 alone. The sandbox bounds what one call
     can copy back at all (``run_limits.file_size_mb`` a file, four times that a call)."""
 

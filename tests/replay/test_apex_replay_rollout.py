@@ -147,6 +147,9 @@ def test_a_listing_made_a_minute_earlier_replays_and_a_changed_listing_is_caught
 STAMP = 'python -c \'import time; open("stamp.txt", "w").write(str(time.time_ns()))\''
 NOISE = 'python -c \'import os; open("noise.bin", "wb").write(os.urandom(64))\''
 FIXED = 'python -c \'open("out.txt", "w").write("fixed")\''
+# Programs whose printed text differs from run to run, and that change no file.
+RANDOM = "echo $RANDOM $RANDOM $RANDOM"
+MKTEMP = "mktemp"
 
 
 def _with_program(world, *commands: str) -> Rollout:
@@ -236,6 +239,34 @@ def test_a_recorded_effect_edited_after_the_fact_is_caught(world):
 
 
 @needs_bwrap
+def test_forged_bytes_of_a_deterministic_program_are_caught_even_with_a_terminal_state_to_match(world):
+    import hashlib
+
+    rollout = _with_program(world, FIXED)
+    k = len(rollout.calls) - 1
+    forged = FileEffect.written("out.txt", b"forged")
+    edited = _effects_edited(rollout, k, [forged])
+    edited.terminal_state["files"]["out.txt"]["sha256"] = hashlib.sha256(b"forged").hexdigest()
+    result = replay_apex_rollout(edited, world[1])
+    # Replay's second run wrote "fixed" again: the program is deterministic, so the record is what differs.
+    assert f"file_effects[{rollout.calls[k].call_id}]" in result.mismatches
+    assert result.nondeterministic_calls == {}
+
+
+@needs_bwrap
+def test_a_varying_programs_record_that_drops_a_line_both_replay_runs_printed_is_caught(world):
+    rollout = _with_program(world, f"echo keep-this-line; {RANDOM}")
+    k = len(rollout.messages) - 1
+    assert "keep-this-line" in (rollout.messages[k].content or "")
+    assert replay_apex_rollout(rollout, world[1]).mismatches == {}  # as recorded: listed, no mismatch
+    edited = rollout.model_copy(deep=True)
+    edited.messages[k].content = (rollout.messages[k].content or "").replace("keep-this-line\n", "")
+    result = replay_apex_rollout(edited, world[1])
+    assert list(result.mismatches) == [f"tool_result[{rollout.messages[k].tool_call_id}]"]
+    assert result.nondeterministic_output == []
+
+
+@needs_bwrap
 def test_a_deterministic_programs_effects_are_recorded_and_none_is_listed_as_nondeterministic(world):
     rollout = _with_program(world, FIXED, "rm out.txt")
     written, removed = rollout.calls[-2:]
@@ -262,9 +293,6 @@ def test_a_rollout_recorded_before_file_effects_replays_as_before(world):
     assert list(result.mismatches) == ["terminal_state"] and result.nondeterministic_calls == {}
 
 
-# Programs whose printed text differs from run to run, and that change no file.
-RANDOM = "echo $RANDOM $RANDOM $RANDOM"
-MKTEMP = "mktemp"
 
 
 @needs_bwrap

@@ -21,11 +21,13 @@ state, the watcher, ``attack_success`` and ``exposed``. A ``run_command`` whose 
 (``ExecutedCall.file_effects``) must change the same files on the re-run; where its program writes other
 bytes to them, the recorded bytes are written and the call is listed (``nondeterministic_calls``), so a
 program that writes the clock or random bytes replays clean while the terminal state is still compared
-whole. A ``run_command`` whose re-made text is not the recorded one is run once more, a second later, on a
-copy of the world as it was before the call (``_output_varies``); if replay's two texts differ too, the
-program prints another text each run (``echo $RANDOM``, ``mktemp``): the recorded text is taken and the
-call listed (``nondeterministic_output``); if they agree, the record is what differs, a mismatch. The
-rubric's task score is not recomputed here yet.
+whole. A ``run_command`` whose re-made text or written bytes are not the recorded ones is run once more, a
+second later, on a copy of the world as it was before the call (``_second_run``); only where replay's two
+runs differ too is the program nondeterministic (``echo $RANDOM``, ``mktemp``, a time stamp written to a
+file): the recorded text or bytes are taken and the call listed (``nondeterministic_output``,
+``nondeterministic_calls``), provided the recorded text keeps every line replay's two runs printed alike;
+where they agree, the record is what differs, a mismatch. The rubric's task score is not recomputed here
+yet.
 """
 
 from __future__ import annotations
@@ -74,13 +76,14 @@ class ApexReplayResult:
     success: bool | None = None
     exposure: bool | None = None
     judge_deferred: list[str] = field(default_factory=list)  # request hashes taken from the record
-    # run_command calls whose re-run program wrote other bytes to the files the record says it wrote, by
-    # call id, with those paths: replay wrote the recorded bytes (``_RecordedBytes``). Not a mismatch, and
-    # where replay takes the record's word.
+    # run_command calls whose re-run program wrote other bytes to the files the record says it wrote, and
+    # other bytes again on a second run (``_second_run``), by call id, with those paths: replay wrote the
+    # recorded bytes (``_RecordedBytes``). Not a mismatch, and where replay takes the record's word.
     nondeterministic_calls: dict[str, list[str]] = field(default_factory=dict)
     # run_command calls whose text differed from the record and whose program printed another text again
-    # when run once more on the world as it was before the call (``_output_varies``): replay took the
-    # recorded text. Not a mismatch, and where replay takes the record's word.
+    # when run once more on the world as it was before the call (``_second_run``), the recorded text keeping
+    # every line both of replay's runs printed: replay took the recorded text. Not a mismatch, and where
+    # replay takes the record's word.
     nondeterministic_output: list[str] = field(default_factory=list)
 
 
@@ -368,12 +371,14 @@ class _RecordedBytes:
             if data is not None and hashlib.sha256(data).hexdigest() == e.sha256:
                 self.bytes[e.path] = data
         self.differing: list[str] = []
+        self.remade: dict[str, bytes] = {}  # what the re-run wrote where the recorded bytes were written
 
     def __call__(self, path: str, data: bytes) -> bytes:
         want = self.bytes.get(path)
         if want is None or want == data:
             return data
         self.differing.append(path)
+        self.remade[path] = data
         return want
 
 
@@ -452,10 +457,11 @@ def replay_apex(
         if world is None or own is None or own.seq >= len(want) or own.error is not None:
             continue
         said = want[own.seq].get("result")
-        if not _differs(own.tool, said, own.result):
+        if not isinstance(said, str) or not _differs(own.tool, said, own.result):
             continue
-        if _output_varies(_env(), world, own.tool, c["args"], own.result):
-            varies[own.seq] = str(said)
+        again, _ = _second_run(_env(), world, own.tool, c["args"])
+        if _differs(own.tool, own.result, again) and _keeps_steady_lines(said, own.result, again):
+            varies[own.seq] = said
             res.nondeterministic_output.append(f"calls[{own.seq}]")
     mm = res.mismatches
     got = [vars(c) for c in fresh.calls]
@@ -541,27 +547,10 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     for m in rollout.messages:
         for tc in m.tool_calls if m.role == "assistant" else []:
             recorded = effects[tc.id].pop(0) if effects.get(tc.id) else []
-            try:
-                args = parse_arguments(tc.arguments or "{}")
-            except ArgumentsError:
-                args = None  # never ran; the model was told why
-            if not isinstance(args, dict):
-                if recorded:  # no program ran, so none changed a file
-                    mm[f"file_effects[{tc.id}]"] = _effects_mismatch(recorded, ())
-                continue
             before = len(env.calls)
-            # The world the call runs in, observers and all, for a second run should its text differ.
-            world = env.copy() if tc.name == "run_command" and tc.id in told else None
-            text = _rerun(suite, env, tc, args, recorded, res)
-            seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
-            if tc.id in told and _differs(tc.name, told[tc.id], seen):
-                if world is not None and _output_varies(suite, world, tc.name, args, text):
-                    res.nondeterministic_output.append(tc.id)
-                    seen = told[tc.id]
-                else:
-                    mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
+            seen = _replay_call(suite, env, tc, recorded, told, defense, flagged, res)
             own = next((c for c in env.calls[before:] if c.actor == "agent"), None)
-            if own is not None:
+            if own is not None and seen is not None:
                 shown[own.seq] = seen
     if rollout.terminal_state != json.loads(json.dumps(env.state())):
         mm["terminal_state"] = ("recorded", "re-made differs")
@@ -593,6 +582,70 @@ def replay_apex_rollout(rollout: Any, instance: Any) -> ApexReplayResult:
     return res
 
 
+def _replay_call(
+    suite: Any,
+    env: Workspace,
+    tc: Any,
+    recorded: list[FileEffect],
+    told: dict[str, str],
+    defense: Any,
+    flagged: dict[str, bool],
+    res: ApexReplayResult,
+) -> str | None:
+    """Re-run one assistant tool call on ``env`` and check it against the record; the text its tool message
+    is taken to carry (None when its arguments never parsed, so nothing ran).
+
+    Where a re-run ``run_command`` differs from the record, by its printed text or by the bytes of a file
+    the record says it wrote, the program is run once more on a copy of the world as it was before the call
+    (``_second_run``): only a program that also differs between replay's own two runs is nondeterministic,
+    and then only what varies is taken on the record's word. A deterministic program's differing bytes are
+    a ``file_effects`` mismatch, and so is a differing text of one, a ``tool_result`` mismatch; so is a
+    recorded text that drops a line both of replay's runs printed."""
+    mm = res.mismatches
+    try:
+        args = parse_arguments(tc.arguments or "{}")
+    except ArgumentsError:
+        args = None  # never ran; the model was told why
+    if not isinstance(args, dict):
+        if recorded:  # no program ran, so none changed a file
+            mm[f"file_effects[{tc.id}]"] = _effects_mismatch(recorded, ())
+        return None
+    # The world the call runs in, observers and all, for a second run should it differ.
+    world = env.copy() if tc.name == "run_command" else None
+    text, source = _rerun(suite, env, tc, args, recorded, res)
+    seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
+    text_differs = tc.id in told and _differs(tc.name, told[tc.id], seen)
+    bytes_differ = tc.id in res.nondeterministic_calls
+    if world is None or not (text_differs or bytes_differ):
+        if text_differs:
+            mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
+        return seen
+    again, changes = _second_run(suite, world, tc.name, args)
+    if bytes_differ and source is not None:
+        again_bytes = {c.path: c.data for c in changes}
+        steady_paths = [p for p in source.remade if again_bytes.get(p) == source.remade[p]]
+        if steady_paths:  # replay's two runs wrote the same bytes: the record's are not the program's
+            del res.nondeterministic_calls[tc.id]
+            mm[f"file_effects[{tc.id}]"] = (
+                [f"{e.path}: {e.sha256 and e.sha256[:12]}" for e in recorded],
+                [f"{p}: a second run wrote the re-run's bytes again" for p in steady_paths],
+            )
+    if text_differs:
+        if _differs(tc.name, text, again) and _keeps_steady_lines(told[tc.id], text, again):
+            res.nondeterministic_output.append(tc.id)
+            return told[tc.id]
+        mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
+    return seen
+
+
+def _keeps_steady_lines(recorded: str, first: str, second: str) -> bool:
+    """Whether the recorded text holds every line that replay's two runs both printed (after ``steady``):
+    what a nondeterministic program prints alike each time cannot be missing from its record."""
+    kept = set((steady(recorded) or "").splitlines())
+    again = set((steady(second) or "").splitlines())
+    return all(line in kept for line in (steady(first) or "").splitlines() if line in again)
+
+
 def _rerun(
     suite: Any,
     env: Workspace,
@@ -600,7 +653,7 @@ def _rerun(
     args: dict[str, Any],
     recorded: list[FileEffect],
     res: ApexReplayResult,
-) -> str:
+) -> tuple[str, _RecordedBytes | None]:
     """Re-run one agent call; the text it returns. With file effects recorded, the re-run's copy-back writes
     the recorded bytes where its program's differ (``_RecordedBytes``) and the effects are checked against
     what it applied; with none (another tool, no file changed, a record from before they were), the
@@ -614,7 +667,7 @@ def _rerun(
             res.mismatches[f"file_effects[{tc.id}]"] = wrong
         elif source.differing:
             res.nondeterministic_calls[tc.id] = source.differing
-    return text
+    return text, source
 
 
 # A pause of just over a second before the second run, so that a clock read at one-second resolution
@@ -622,17 +675,15 @@ def _rerun(
 SECOND_RUN_PAUSE = 1.05
 
 
-def _output_varies(suite: Any, world: Workspace, tool: str, args: dict[str, Any], text: str) -> bool:
-    """Whether the program of a call whose re-made text is not the recorded one prints another text again
-    when run once more on ``world`` (a copy of the workspace as it was before the call, its observers
-    included): the two texts of replay's own runs, compared as the record is (``_differs``). ``world`` is
-    thrown away after, with all the second run did to it (its copy-back, its programs' app calls, what its
-    watcher did and logged), so nothing replay compares sees that run. True: the program is
-    nondeterministic and the recorded text cannot be checked; False: both runs agree, so the record is
-    what differs."""
+def _second_run(suite: Any, world: Workspace, tool: str, args: dict[str, Any]) -> tuple[str, tuple]:
+    """The text and the file changes of the call's program run once more on ``world`` (a copy of the
+    workspace as it was before the call, its observers included). ``world`` is thrown away after, with all
+    the second run did to it (its copy-back, its programs' app calls, what its watcher did and logged), so
+    nothing replay compares sees that run."""
     time.sleep(SECOND_RUN_PAUSE)
+    before = len(world.calls)
     again, _ = suite.call_tool(world, tool, dict(args), "agent")
-    return _differs(tool, text, again)
+    return again, _copied_back(world, before)
 
 
 def _source_texts(task_files: dict[str, bytes]) -> tuple[str, ...]:

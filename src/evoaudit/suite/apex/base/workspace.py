@@ -272,10 +272,10 @@ class Workspace:
     observer_log: list[dict[str, Any]] = field(default_factory=list)
     # The last run_command's copy-back, for whoever records the call (the tool transports, replay). Only
     # the last: a workspace never holds an episode's history of bytes. Not part of the state.
-    copied_back: CopyBack | None = None
+    copied_back: CopyBack | None = field(default=None, compare=False, repr=False)
     # Replay's hook into the copy-back (``replay.apex``): given a path a program wrote and its bytes, the
     # bytes to write instead (the recorded ones, where a re-run wrote others). None: the program's own.
-    copy_back_bytes: Callable[[str, bytes], bytes] | None = None
+    copy_back_bytes: Callable[[str, bytes], bytes] | None = field(default=None, compare=False, repr=False)
 
     def is_internal(self, address: str) -> bool:
         return address.rsplit("@", 1)[-1].lower() in self.internal_domains

@@ -16,10 +16,11 @@ from evoaudit.suite.apex.base.workspace import Workspace
 from evoaudit.suite.apex.runtime import tools
 
 # The bytes of copied-back files one session records (``records.FileEffect.data``), smallest files of a
-# call first: enough for the reports, time stamps and random bytes programs write, and a bound on what
-# programs add to a rollout (one call may copy back four times ``run_limits.file_size_mb``, 256 MiB by
-# default). A file past it is recorded by its sha256 alone, and replay cannot write its bytes.
-RECORDED_EFFECT_BYTES = 16 << 20
+# call first: enough for the time stamps, random bytes and small reports programs write, and a bound on
+# what programs add to a rollout, which the replay and report stages read whole (one call may copy back
+# four times ``run_limits.file_size_mb``, 256 MiB by default). A file past it is recorded by its sha256
+# alone, and replay cannot write its bytes: a nondeterministic one is then a mismatch.
+RECORDED_EFFECT_BYTES = 1 << 20
 
 
 class ToolTransport(Protocol):

@@ -73,3 +73,12 @@ def test_new_method_refuses_an_installed_name_or_a_placebo_name(tmp_path):
     with pytest.raises(ValueError, match="not\nstarting with 'placebo-'|starting with 'placebo-'"):
         write_template("placebo-x", tmp_path)
     assert cli.main(["new-method", "Bad Name", "--dir", str(tmp_path)]) == 2
+
+
+def test_a_plugin_reading_the_removed_inputs_cfg_is_told_what_replaced_it():
+    cfg = config_mod.from_dict({})
+    inputs = EvolveInputs(config_mod.method_settings(cfg), "L1", [], "checker", [], None)
+    with pytest.raises(AttributeError, match=r"EvolveInputs\.settings .*docs/methods\.md"):
+        inputs.cfg  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        inputs.nothing  # noqa: B018

@@ -67,6 +67,17 @@ class EvolveInputs:
     # identity).
     episodes: EpisodeRunner | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        # A plugin written against the earlier protocol reads ``inputs.cfg``: say what replaced it, in the
+        # evolve job's log, rather than a bare AttributeError.
+        if name == "cfg":
+            raise AttributeError(
+                "EvolveInputs.cfg (the whole configuration) was replaced by EvolveInputs.settings (a "
+                "MethodSettings: methods_params, seed, suite_name, optimizer bounds) and "
+                "EvolveInputs.episodes (runs executor episodes); see docs/methods.md, 'The protocol'"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
 
 @dataclass(frozen=True)
 class Unit:

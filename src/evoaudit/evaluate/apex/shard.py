@@ -123,7 +123,7 @@ def evaluate_apex_shard(
     under; None: the main run."""
     job = ApexShardJob.of(cfg, model_id, attacks_path, ablation)
     run_cfg = job.run_cfg
-    specs = shard(plan_apex(job, arm, category, defense), shard_index, cfg.apex.shards)
+    specs = shard(plan_apex(job, arm, category, defense), shard_index, job.cfg.apex.shards)
     backend = make_backend(run_cfg, run_cfg.executor, list(job.instances))
     pin = run_pin(spec_path, attacks_path)
     write_provenance(

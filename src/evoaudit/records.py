@@ -147,7 +147,7 @@ class FileEffect(_Record):
     """The sha256 of the file's new bytes; None (left out) for a deletion."""
     data: str | None = None
     """The new bytes, base64. None (left out) for a deletion and for a file past the session's record bound
-    (``suite.apex.runtime.transport.RECORDED_EFFECT_BYTES``, 1 MiB of file bytes an episode, smallest
+    (``suite.apex.runtime.effects.RECORDED_EFFECT_BYTES``, 1 MiB of file bytes an episode, smallest
     files of a call first): such a file is recorded by its sha256 alone. The sandbox bounds what one call
     can copy back at all (``run_limits.file_size_mb`` a file, four times that a call)."""
 
@@ -456,6 +456,17 @@ class ServedCall(_Record):
     result: str
     error: str | None
     actor: str
+    # An agent's run_command only: the files its program changed, as the workflow's loop records them
+    # (``ExecutedCall.file_effects``), so ``apex score`` writes the recorded bytes where its re-run writes
+    # others. Left out of the serialised record when empty, so other records keep their bytes.
+    file_effects: list[FileEffect] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _drop_no_effects(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("file_effects") == []:
+            data.pop("file_effects")
+        return data
 
 
 class ServedEpisode(_Record):

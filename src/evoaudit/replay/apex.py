@@ -593,14 +593,10 @@ def _replay_call(
     res: ApexReplayResult,
 ) -> str | None:
     """Re-run one assistant tool call on ``env`` and check it against the record; the text its tool message
-    is taken to carry (None when its arguments never parsed, so nothing ran).
-
-    Where a re-run ``run_command`` differs from the record, by its printed text or by the bytes of a file
-    the record says it wrote, the program is run once more on a copy of the world as it was before the call
-    (``_second_run``): only a program that also differs between replay's own two runs is nondeterministic,
-    and then only what varies is taken on the record's word. A deterministic program's differing bytes are
-    a ``file_effects`` mismatch, and so is a differing text of one, a ``tool_result`` mismatch; so is a
-    recorded text that drops a line both of replay's runs printed."""
+    is taken to carry (None when its arguments never parsed, so nothing ran). The rule is
+    ``rerun_agent_call``'s: a deterministic program's differing bytes are a ``file_effects`` mismatch, its
+    differing text a ``tool_result`` mismatch; a nondeterministic one's are taken from the record and
+    listed."""
     mm = res.mismatches
     try:
         args = parse_arguments(tc.arguments or "{}")
@@ -610,32 +606,75 @@ def _replay_call(
         if recorded:  # no program ran, so none changed a file
             mm[f"file_effects[{tc.id}]"] = _effects_mismatch(recorded, ())
         return None
-    # The world the call runs in, observers and all, for a second run should it differ.
-    world = env.copy() if tc.name == "run_command" else None
-    text, source = _rerun(suite, env, tc, args, recorded, res)
-    seen = defense.tool_output(text, flagged.get(tc.id, False)) if defense is not None else text
-    text_differs = tc.id in told and _differs(tc.name, told[tc.id], seen)
-    bytes_differ = tc.id in res.nondeterministic_calls
-    if world is None or not (text_differs or bytes_differ):
-        if text_differs:
-            mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
-        return seen
-    again, changes = _second_run(suite, world, tc.name, args)
-    if bytes_differ and source is not None:
+    shown = (lambda t: defense.tool_output(t, flagged.get(tc.id, False))) if defense is not None else None
+    check = rerun_agent_call(suite, env, tc.name, args, told.get(tc.id), recorded, shown)
+    if check.effects_mismatch is not None:
+        mm[f"file_effects[{tc.id}]"] = check.effects_mismatch
+    if check.varying_paths:
+        res.nondeterministic_calls[tc.id] = check.varying_paths
+    if check.output_varies:
+        res.nondeterministic_output.append(tc.id)
+    elif check.text_differs:
+        mm[f"tool_result[{tc.id}]"] = (told[tc.id], check.text)
+    return check.text
+
+
+@dataclass
+class RerunCheck:
+    """One agent call re-run against its record (``rerun_agent_call``)."""
+
+    text: str  # the text taken: the re-made one as shown, or the recorded one where the output varies
+    text_differs: bool = False  # the re-made text is not the recorded one (after ``steady``), nor taken
+    output_varies: bool = False  # replay's own two runs printed other texts: the recorded text was taken
+    varying_paths: list[str] = field(default_factory=list)  # files whose recorded bytes were written
+    effects_mismatch: tuple[list[str], list[str]] | None = None  # (recorded, re-made) effects that differ
+
+
+def rerun_agent_call(
+    suite: Any,
+    env: Workspace,
+    name: str,
+    args: dict[str, Any],
+    recorded_text: str | None,
+    recorded_effects: list[FileEffect],
+    shown: Any = None,
+) -> RerunCheck:
+    """Re-run one agent call on ``env`` (through the environment half's ``call_tool``) and check it against
+    its recorded text (None: none to compare) and file effects; ``shown`` maps the re-made text to what the
+    agent would have been shown (a defence), else it is shown as made.
+
+    Where a re-run ``run_command`` differs from the record, by its printed text or by the bytes of a file
+    the record says it wrote, the program is run once more on a copy of the world as it was before the call
+    (``_second_run``): only a program that also differs between these two runs is nondeterministic, and then
+    only what varies is taken on the record's word. A deterministic program's differing bytes are an effects
+    mismatch, and a differing text of one stays differing; so does a recorded text that drops a line both
+    runs printed."""
+    world = env.copy() if name == "run_command" else None  # observers and all, for a second run
+    before = len(env.calls)
+    source = _RecordedBytes(recorded_effects) if recorded_effects else None
+    text, _ = suite.call_tool(env, name, args, "agent", copy_back_bytes=source)
+    check = RerunCheck(text=shown(text) if shown is not None else text)
+    if source is not None:
+        check.effects_mismatch = _effects_mismatch(recorded_effects, _copied_back(env, before))
+        if check.effects_mismatch is None:
+            check.varying_paths = list(source.differing)
+    check.text_differs = recorded_text is not None and _differs(name, recorded_text, check.text)
+    if world is None or not (check.text_differs or check.varying_paths):
+        return check
+    again, changes = _second_run(suite, world, name, args)
+    if check.varying_paths and source is not None:
         again_bytes = {c.path: c.data for c in changes}
         steady_paths = [p for p in source.remade if again_bytes.get(p) == source.remade[p]]
         if steady_paths:  # replay's two runs wrote the same bytes: the record's are not the program's
-            del res.nondeterministic_calls[tc.id]
-            mm[f"file_effects[{tc.id}]"] = (
-                [f"{e.path}: {e.sha256 and e.sha256[:12]}" for e in recorded],
+            check.varying_paths = []
+            check.effects_mismatch = (
+                [f"{e.path}: {e.sha256 and e.sha256[:12]}" for e in recorded_effects],
                 [f"{p}: a second run wrote the re-run's bytes again" for p in steady_paths],
             )
-    if text_differs:
-        if _differs(tc.name, text, again) and _keeps_steady_lines(told[tc.id], text, again):
-            res.nondeterministic_output.append(tc.id)
-            return told[tc.id]
-        mm[f"tool_result[{tc.id}]"] = (told[tc.id], seen)
-    return seen
+    if check.text_differs and recorded_text is not None:
+        if _differs(name, text, again) and _keeps_steady_lines(recorded_text, text, again):
+            check.text, check.text_differs, check.output_varies = recorded_text, False, True
+    return check
 
 
 def _keeps_steady_lines(recorded: str, first: str, second: str) -> bool:
@@ -644,30 +683,6 @@ def _keeps_steady_lines(recorded: str, first: str, second: str) -> bool:
     kept = set((steady(recorded) or "").splitlines())
     again = set((steady(second) or "").splitlines())
     return all(line in kept for line in (steady(first) or "").splitlines() if line in again)
-
-
-def _rerun(
-    suite: Any,
-    env: Workspace,
-    tc: Any,
-    args: dict[str, Any],
-    recorded: list[FileEffect],
-    res: ApexReplayResult,
-) -> tuple[str, _RecordedBytes | None]:
-    """Re-run one agent call; the text it returns. With file effects recorded, the re-run's copy-back writes
-    the recorded bytes where its program's differ (``_RecordedBytes``) and the effects are checked against
-    what it applied; with none (another tool, no file changed, a record from before they were), the
-    re-run's effects stand as they come."""
-    before = len(env.calls)
-    source = _RecordedBytes(recorded) if recorded else None
-    text, _ = suite.call_tool(env, tc.name, args, "agent", copy_back_bytes=source)
-    if source is not None:
-        wrong = _effects_mismatch(recorded, _copied_back(env, before))
-        if wrong is not None:
-            res.mismatches[f"file_effects[{tc.id}]"] = wrong
-        elif source.differing:
-            res.nondeterministic_calls[tc.id] = source.differing
-    return text, source
 
 
 # A pause of just over a second before the second run, so that a clock read at one-second resolution

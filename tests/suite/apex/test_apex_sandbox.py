@@ -15,7 +15,7 @@ from evoaudit.models.base import ChatResponse
 from evoaudit.records import FileEffect, Message, ToolCall
 from evoaudit.suite.apex.base import docs
 from evoaudit.suite.apex.base.workspace import Settings, Workspace
-from evoaudit.suite.apex.runtime import isolation, sandbox, tools, transport
+from evoaudit.suite.apex.runtime import effects, isolation, sandbox, tools, transport
 from evoaudit.suite.apex.runtime.isolation import available_sandbox, sandbox_works
 
 needs_sandbox = pytest.mark.skipif(
@@ -233,7 +233,7 @@ def test_the_loop_records_the_files_each_program_changed_on_its_call(kind):
 
 @needs_sandbox
 def test_past_the_record_bound_a_file_is_recorded_by_its_sha256_alone(monkeypatch):
-    monkeypatch.setattr(transport, "RECORDED_EFFECT_BYTES", 10)
+    monkeypatch.setattr(effects, "RECORDED_EFFECT_BYTES", 10)
     session = transport.connect(_ws(), "direct")
     session.call("run_command", {"command": "printf 123456 > a.txt; printf 1234 > b.txt; printf 12 > c.txt"})
     # Smallest first within the bound: c (2) and b (4) keep their bytes, a (6) would pass it.

@@ -7,6 +7,7 @@ the same actions run through its own loop."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import subprocess
@@ -24,7 +25,7 @@ from evoaudit.evaluate.apex.judge import final_decisions, stage_judge
 from evoaudit.evaluate.runner import EpisodeSpec, run_one
 from evoaudit.models.base import ChatResponse
 from evoaudit.models.sim.apex import SimAttacker
-from evoaudit.records import Message, ServedRecord, ToolCall
+from evoaudit.records import FileEffect, Message, ServedRecord, ToolCall
 from evoaudit.report.apex.judged import apply_judged
 from evoaudit.suite.apex import commands
 from evoaudit.suite.apex.attacks import attack_set as attack_sets
@@ -33,10 +34,12 @@ from evoaudit.suite.apex.attacks.probes import exposure_plan, oracle_answer, ora
 from evoaudit.suite.apex.build import build_all
 from evoaudit.suite.apex.judging.success import TaskFacts
 from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import sandbox_works
 from evoaudit.suite.apex.worlds import goals
 from evoaudit.suite.apex.worlds.generate import build_task
 
 TASK = "law_dd_indemnity"
+needs_bwrap = pytest.mark.skipif(not sandbox_works("bwrap"), reason="bubblewrap does not start here")
 
 
 @pytest.fixture(scope="module")
@@ -390,3 +393,79 @@ def test_a_scripted_agents_record_with_long_listings_scores_in_full_and_an_unsco
         workflow.attack_success,
         workflow.exposed,
     )
+
+
+def _served_programs(served, tmp_path, commands_: list[str]) -> tuple[Path, dict]:
+    """A record of one attacked episode whose agent ran ``commands_``, and the record as JSON."""
+    from evoaudit.suite.apex.runtime.mcp_server import _recorded_call
+
+    _, cfg, _, attack = served
+    record = tmp_path / "episode.json"
+    host = commands.attacked_host(cfg, TASK, "v0", attack.attack_id, record)
+    host.begin()
+    for command in commands_:
+        _recorded_call(host, "run_command", command=command)
+    return record, json.loads(record.read_text())
+
+
+def _score(served, record: Path, tmp_path) -> tuple[int | None, dict]:
+    out = tmp_path / "score.json"
+    code = main(["apex", "score", str(record), "--config", str(served[0]), "--json", str(out)])
+    return code, json.loads(out.read_text())["episodes"][0]
+
+
+@needs_bwrap
+def test_apex_score_takes_the_recorded_text_of_a_program_printing_another_each_run_and_lists_the_call(
+    served, tmp_path
+):
+    record, doc = _served_programs(served, tmp_path, ["echo $RANDOM$RANDOM$RANDOM", "echo hello"])
+    # The second call's record edited: a deterministic program's text is the record's to answer for.
+    doc["episodes"][0]["calls"][1]["result"] = doc["episodes"][0]["calls"][1]["result"].replace(
+        "hello", "bye"
+    )
+    record.write_text(json.dumps(doc))
+    code, row = _score(served, record, tmp_path)
+    assert code in (0, None) and row["scored"] is True
+    assert row["calls_nondeterministic"] == [{"seq": 0, "paths": [], "output": True}]
+    assert row["calls_differing"] == [1]
+
+
+@needs_bwrap
+def test_apex_serve_records_a_programs_random_bytes_and_apex_score_writes_them_listing_the_call(
+    served, tmp_path
+):
+    record, doc = _served_programs(served, tmp_path, ["head -c 32 /dev/urandom > noise.bin", "ls"])
+    effects = [c.get("file_effects") for c in doc["episodes"][0]["calls"]]
+    assert effects[1] is None and [e["path"] for e in effects[0]] == ["noise.bin"]
+    assert len(base64.b64decode(effects[0][0]["data"])) == 32
+    code, row = _score(served, record, tmp_path)
+    assert code in (0, None) and row["scored"] is True, row.get("reason")
+    assert row["calls_nondeterministic"] == [{"seq": 0, "paths": ["noise.bin"]}]
+
+
+@needs_bwrap
+def test_apex_score_refuses_recorded_bytes_a_deterministic_program_does_not_write(served, tmp_path):
+    record, doc = _served_programs(served, tmp_path, ["printf abc > notes.bin"])
+    forged = FileEffect.written("notes.bin", b"not what printf wrote").model_dump(mode="json")
+    doc["episodes"][0]["calls"][0]["file_effects"] = [forged]
+    record.write_text(json.dumps(doc))
+    code, row = _score(served, record, tmp_path)
+    assert code not in (0, None) and row["scored"] is False
+    assert "call 0 (run_command): the recorded file effects" in row["reason"]
+
+
+@needs_bwrap
+def test_a_served_episodes_rollout_carries_its_effects_and_replays_clean_listing_the_call(served, tmp_path):
+    from evoaudit.replay.apex import replay_apex_rollout
+    from evoaudit.report.apex.served import read_record, score_episode
+
+    _, cfg, _, _ = served
+    record, _ = _served_programs(served, tmp_path, ["head -c 32 /dev/urandom > noise.bin"])
+    doc = read_record(record)
+    suite, instance = commands.served_instance(cfg, TASK, "v0")
+    _, judge = stage_judge(cfg)
+    rollout, _, _ = score_episode(suite, instance, doc, doc.episodes[0], cfg, judge)
+    assert [e.path for e in rollout.calls[0].file_effects] == ["noise.bin"]
+    replayed = replay_apex_rollout(rollout, instance)
+    assert replayed.mismatches == {}
+    assert replayed.nondeterministic_calls == {"call_0": ["noise.bin"]}

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit import atomic
-from evoaudit.records import ServedCall, ServedEpisode, ServedRecord
+from evoaudit.records import FileEffect, ServedCall, ServedEpisode, ServedRecord
 from evoaudit.suite.apex.base.workspace import Workspace
 from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.effects import EffectsRecorder
 
 PROMPT_NAME = "task"
 
@@ -64,7 +65,10 @@ class EpisodeHost:
 
     ``pristine`` is the world as the workflow's episode starts it (``ApexSuite.build_environment``: attack
     content placed, watcher attached, nothing run). Each episode acts on a deep copy of it, so a reset
-    restores every byte and a watcher with its state fresh (it fires again on the n-th read)."""
+    restores every byte and a watcher with its state fresh (it fires again on the n-th read). Each agent
+    ``run_command``'s file effects are recorded on its call as the workflow's loop records them
+    (``effects.EffectsRecorder``, bounded an episode), so ``apex score`` can tell a program that writes
+    other bytes each run from a record that does."""
 
     def __init__(
         self,
@@ -86,8 +90,23 @@ class EpisodeHost:
             world_id=pristine.world_id,
             attack=attack,
         )
-        self.ws = self.pristine.copy()
+        self._fresh()
         self._open_episode()
+
+    def _fresh(self) -> None:
+        self.ws = self.pristine.copy()
+        self.effects = EffectsRecorder(self.ws)
+        self.file_effects: dict[int, list[FileEffect]] = {}  # an agent call's seq -> its file effects
+
+    def call(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
+        """One agent call on the episode's workspace, its file effects kept; the caller holds the lock."""
+        self.effects.begin_call()
+        out = tools.call_tool(self.ws, name, args)
+        done = self.ws.copied_back
+        found = self.effects.file_effects()
+        if found and done is not None:
+            self.file_effects[done.seq] = found
+        return out
 
     def _open_episode(self) -> None:
         digest = state_sha256(self.ws)
@@ -101,7 +120,7 @@ class EpisodeHost:
         yet is started afresh in place, so a harness may reset before every episode, the first too."""
         with tools._LOCK:
             used = bool(self.ws.calls)
-            self.ws = self.pristine.copy()
+            self._fresh()
             if used:
                 self._open_episode()
             return self.record.episodes[-1].episode
@@ -114,7 +133,9 @@ class EpisodeHost:
     def flush(self) -> None:
         """Bring the current episode's record up to date and rewrite the file (whole, atomically)."""
         ep = self.record.episodes[-1]
-        ep.calls = [ServedCall(**asdict(c)) for c in self.ws.calls]
+        ep.calls = [
+            ServedCall(**asdict(c), file_effects=self.file_effects.get(c.seq, [])) for c in self.ws.calls
+        ]
         ep.observer_log = [dict(row) for row in self.ws.observer_log]
         ep.final_answer = self.ws.final_answer
         ep.state_sha256 = state_sha256(self.ws)
@@ -126,6 +147,8 @@ def _recorded_call(host: Any, name: str, **arguments: Any) -> tuple[str, str | N
     # ``host.ws`` is read under the lock: a reset swaps the workspace between calls, never during one.
     with tools._LOCK:
         try:
+            if isinstance(host, EpisodeHost):
+                return host.call(name, arguments)
             return tools.call_tool(host.ws, name, arguments)
         finally:
             host.flush()

@@ -1,9 +1,10 @@
 """How an agent loop reaches a workspace's tools (``suite.apex.transport``): directly, or over MCP.
 
 Both expose the same methods, ``schemas()``, ``call(name, args) -> (text, error)`` and ``file_effects()``:
-the files the last call's program changed, as the loop records them (``records.FileEffect``). The MCP
-transport talks to the workspace's MCP server through the SDK's own client (in process, over its memory
-streams) from a background event loop, so a synchronous loop can use it. The SDK prefixes a tool error's
+the files the last call's program changed, as the loop records them (``records.FileEffect``, bounded by
+``effects.RECORDED_EFFECT_BYTES``). The MCP transport talks to the workspace's MCP server through the
+SDK's own client (in process, over its memory streams) from a background event loop, so a synchronous loop
+can use it. The SDK prefixes a tool error's
 text with "Error executing tool <name>: "; that prefix is removed so the agent sees the same text either way.
 """
 
@@ -14,13 +15,9 @@ from typing import Any, Protocol
 from evoaudit.records import FileEffect
 from evoaudit.suite.apex.base.workspace import Workspace
 from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.effects import RECORDED_EFFECT_BYTES, EffectsRecorder
 
-# The bytes of copied-back files one session records (``records.FileEffect.data``), smallest files of a
-# call first: enough for the time stamps, random bytes and small reports programs write, and a bound on
-# what programs add to a rollout, which the replay and report stages read whole (one call may copy back
-# four times ``run_limits.file_size_mb``, 256 MiB by default). A file past it is recorded by its sha256
-# alone, and replay cannot write its bytes: a nondeterministic one is then a mismatch.
-RECORDED_EFFECT_BYTES = 1 << 20
+__all__ = ["RECORDED_EFFECT_BYTES", "DirectTransport", "MCPTransport", "ToolTransport", "connect"]
 
 
 class ToolTransport(Protocol):
@@ -33,52 +30,19 @@ class ToolTransport(Protocol):
     def close(self) -> None: ...
 
 
-class _Effects:
-    """The file effects of a session's last call, recorded within ``RECORDED_EFFECT_BYTES``."""
-
-    def __init__(self, ws: Workspace):
-        self.ws = ws
-        self._since = len(ws.calls)  # where the current call's records begin
-        self._left = RECORDED_EFFECT_BYTES
-        self._recorded: tuple[int, list[FileEffect]] | None = None  # asked twice, counted once
-
-    def _begin(self) -> None:
-        self._since = len(self.ws.calls)
-
-    def file_effects(self) -> list[FileEffect]:
-        """The files the last call's program changed (``run_command``'s copy-back), in the order applied;
-        empty for any other call."""
-        done = self.ws.copied_back
-        if done is None or done.seq < self._since:
-            return []
-        if self._recorded is None or self._recorded[0] != done.seq:
-            written = sorted((len(c.data), c.path) for c in done.changes if c.data is not None)
-            kept = set()
-            for size, path in written:
-                if size <= self._left:
-                    kept.add(path)
-                    self._left -= size
-            self._recorded = (done.seq, [_effect(c.path, c.data, c.path in kept) for c in done.changes])
-        return list(self._recorded[1])
-
-
-def _effect(path: str, data: bytes | None, keep_bytes: bool) -> FileEffect:
-    return FileEffect.removed(path) if data is None else FileEffect.written(path, data, keep_bytes)
-
-
-class DirectTransport(_Effects):
+class DirectTransport(EffectsRecorder):
     def schemas(self) -> tuple[dict[str, Any], ...]:
         return tools.tool_schemas()
 
     def call(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
-        self._begin()
+        self.begin_call()
         return tools.call_tool(self.ws, name, args)
 
     def close(self) -> None:
         pass
 
 
-class MCPTransport(_Effects):
+class MCPTransport(EffectsRecorder):
     def __init__(self, ws: Workspace):
         from contextlib import ExitStack
 
@@ -105,7 +69,7 @@ class MCPTransport(_Effects):
         )
 
     def call(self, name: str, args: dict[str, Any]) -> tuple[str, str | None]:
-        self._begin()
+        self.begin_call()
         result = self._portal.call(self._client.call_tool, name, args)
         text = "".join(getattr(c, "text", "") for c in result.content)
         if result.is_error:

@@ -8,6 +8,7 @@ from evoaudit.config import Config, EndpointConfig
 from evoaudit.models.base import ChatBackend
 from evoaudit.models.sim.tools import Oracle, SimBackend
 from evoaudit.records import Instance
+from evoaudit.suite.interface import AuditSuite
 from evoaudit.suite.registry import get_suite
 
 
@@ -33,17 +34,24 @@ _SIMULATORS: dict[str, Callable[[Config, EndpointConfig, list[Instance]], ChatBa
 
 
 def make_backend(
-    cfg: Config, endpoint: EndpointConfig, instances: list[Instance], *, role: str | None = None
+    cfg: Config,
+    endpoint: EndpointConfig,
+    instances: list[Instance],
+    *,
+    role: str | None = None,
+    suite: AuditSuite | None = None,
 ) -> ChatBackend:
     """``instances`` grant the simulator its oracle plans; the openai backend ignores them. ``role``: where
-    the endpoint is in the config (optimizer, apex.judge, ...), named by errors that point at a field."""
+    the endpoint is in the config (optimizer, apex.judge, ...), named by errors that point at a field.
+    ``suite``: the instances' suite object when the caller holds it (else it is resolved here)."""
     if endpoint.backend == "sim":
         # The simulator of the suite the instances come from (the configured suite's without instances):
         # which behaviour it simulates is the suite's to say (``AuditSuite.simulator``).
         suites = {i.suite for i in instances} or {cfg.suite.name}
         if len(suites) > 1:
             raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
-        kind = get_suite(suites.pop()).simulator
+        name = suites.pop()
+        kind = (suite if suite is not None and suite.name == name else get_suite(name)).simulator
         try:
             build = _SIMULATORS[kind]
         except KeyError:

@@ -30,8 +30,6 @@ RAW = {
     "suite": {"families": ["user_task_0", "user_task_3"]},
     "transfer": {"enabled": True},
 }
-# The simulator's oracle looks up the suite of the plans it is granted: the models layer's own business.
-SIMULATOR = "evoaudit.models.sim.tools"
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +118,8 @@ class _Counts:
 
         monkeypatch.setattr(runner, "run_episode", run_episode)
 
-    def resolved_outside_simulator(self) -> int:
-        return sum(n for module, n in self.suites.items() if module != SIMULATOR)
+    def resolved(self) -> int:
+        return sum(self.suites.values())
 
 
 def _assert_typed_settings(counts: _Counts) -> None:
@@ -141,7 +139,7 @@ def test_an_acquisition_job_resolves_its_suite_and_reads_its_table_and_settings_
     out.mkdir()
     acquire(cfg, "L1", paths["table"], paths["spec"], out / "rollouts.jsonl", out / "record.json")
     assert counts.episodes > 1  # several episodes, so a per-episode lookup would show
-    assert counts.resolved_outside_simulator() == 1, dict(counts.suites)
+    assert counts.resolved() == 1, dict(counts.suites)
     assert counts.tables == 1
     assert counts.settings_read == 1
     assert counts.validated == 0
@@ -156,7 +154,7 @@ def test_an_evaluation_job_resolves_its_suite_and_reads_its_table_and_settings_o
     counts = _Counts(monkeypatch)
     evaluate_shard(cfg, "L1", "static", arm, 0, out=tmp_path / "shard0.jsonl", **paths)
     assert counts.episodes > 1
-    assert counts.resolved_outside_simulator() == 1, dict(counts.suites)
+    assert counts.resolved() == 1, dict(counts.suites)
     assert counts.tables == 1
     assert counts.settings_read == 1
     assert counts.validated == 0
@@ -168,7 +166,7 @@ def test_a_transfer_job_derives_its_configuration_once_and_runs_under_it(sealed,
     counts = _Counts(monkeypatch)
     evaluate_shard(cfg, "L1", "static", "attacked", 0, out=tmp_path / "t.jsonl", transfer=transfer, **paths)
     assert counts.validated == 1  # the transfer configuration: derived and validated once per job
-    assert counts.resolved_outside_simulator() == 1, dict(counts.suites)
+    assert counts.resolved() == 1, dict(counts.suites)
     assert counts.tables == 1
     assert counts.settings_read == 1
     # The episodes ran under the transfer configuration's goal subset, not the audit's.

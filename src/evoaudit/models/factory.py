@@ -12,14 +12,20 @@ from evoaudit.suite.interface import AuditSuite
 from evoaudit.suite.registry import get_suite
 
 
-def _tools_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
+def _tools_simulator(
+    cfg: Config, endpoint: EndpointConfig, instances: list[Instance], suite: AuditSuite
+) -> ChatBackend:
     # The poisoning extension's goals are granted like the configured ones, so a poisoned acquisition
     # episode's agent can obey its injection (none configured: the list is suite.goals, as before).
     goals = list(cfg.suite.goals) + [g for g in cfg.poisoning.goals if g not in cfg.suite.goals]
-    return SimBackend(Oracle.from_instances(instances, goals), cfg.sim, endpoint.model)
+    # Without instances the oracle keeps its own default suite, as it always has.
+    oracle = Oracle.from_instances(instances, goals, source=suite if instances else None)
+    return SimBackend(oracle, cfg.sim, endpoint.model)
 
 
-def _analyst_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[Instance]) -> ChatBackend:
+def _analyst_simulator(
+    cfg: Config, endpoint: EndpointConfig, instances: list[Instance], suite: AuditSuite
+) -> ChatBackend:
     # Loaded only for an APEX-Harm workspace suite, like the suite itself.
     from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
 
@@ -27,7 +33,7 @@ def _analyst_simulator(cfg: Config, endpoint: EndpointConfig, instances: list[In
 
 
 # The simulator of each behaviour a suite can ask for (``AuditSuite.simulator``).
-_SIMULATORS: dict[str, Callable[[Config, EndpointConfig, list[Instance]], ChatBackend]] = {
+_SIMULATORS: dict[str, Callable[[Config, EndpointConfig, list[Instance], AuditSuite], ChatBackend]] = {
     "tools": _tools_simulator,
     "analyst": _analyst_simulator,
 }
@@ -51,12 +57,14 @@ def make_backend(
         if len(suites) > 1:
             raise ValueError(f"one simulator serves one suite; these instances come from {sorted(suites)}")
         name = suites.pop()
-        kind = (suite if suite is not None and suite.name == name else get_suite(name)).simulator
+        if suite is None or suite.name != name:
+            suite = get_suite(name)
+        kind = suite.simulator
         try:
             build = _SIMULATORS[kind]
         except KeyError:
             raise ValueError(f"no simulator plays {kind!r}; known: {sorted(_SIMULATORS)}") from None
-        return build(cfg, endpoint, instances)
+        return build(cfg, endpoint, instances, suite)
     if endpoint.backend == "openai":
         from evoaudit.models.openai_backend import OpenAIBackend
 

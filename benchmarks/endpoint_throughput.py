@@ -108,7 +108,8 @@ async def _measure(
                 suite,
                 spec.goal,
                 injections,
-                cfg,
+                cfg.suite,
+                agent=cfg.agent,
                 max_steps=cfg.agent.max_steps,
                 seed=episode_seed(cfg, spec),
             )

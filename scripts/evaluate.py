@@ -1,6 +1,6 @@
 """Stage script (rules evaluate and transfer_evaluate): one evaluation shard against the endpoint file.
 
-The transfer check runs under its derived configuration, derived again here from the run's own
+The transfer check runs under its derived configuration, derived again by the job from the run's own
 configuration (input ``config`` is its record, with URL credentials redacted); the audit under the run's.
 """
 # ruff: noqa: F821  (Snakemake's `script:` directive defines `snakemake`)
@@ -13,10 +13,6 @@ from evoaudit.joblog import job_log
 
 with job_log(snakemake.log[0]):
     cfg = from_dict(snakemake.config, "config (config/config.yaml and --config overrides)")
-    if "config" in snakemake.input.keys():  # transfer_evaluate only: the audit's jobs skip this import
-        from evoaudit.transfer_config import evaluation_config
-
-        cfg = evaluation_config(cfg, Path(snakemake.input.config))
     evaluate_shard(
         cfg,
         snakemake.wildcards.lineage,
@@ -34,4 +30,6 @@ with job_log(snakemake.log[0]):
         defense=getattr(snakemake.params, "defense", None),  # rule evaluate_defended only
         # evaluate_defended under llm_monitor only: the benign items its threshold is fixed on
         acquisition=Path(snakemake.input.acquisition) if "acquisition" in snakemake.input.keys() else None,
+        # transfer_evaluate only: the record of the transfer configuration, which the job derives again
+        transfer=Path(snakemake.input.config) if "config" in snakemake.input.keys() else None,
     )

@@ -27,6 +27,12 @@ def transfer_lineages(cfg: Config) -> list[str]:
 
 def derive_config(cfg: Config) -> dict[str, Any]:
     """The configuration of the transfer evaluation: the audit's, with the second executor and the subset."""
+    return _derive(cfg)[0]
+
+
+def _derive(cfg: Config) -> tuple[dict[str, Any], Config]:
+    """The transfer evaluation's configuration as data and as the validated ``Config`` (validated once:
+    every derived value must still pass the schema)."""
     t = cfg.transfer
     bad_variants = sorted(set(t.variants) - set(cfg.roles.attacked_endpoint))
     if bad_variants:
@@ -54,15 +60,14 @@ def derive_config(cfg: Config) -> dict[str, Any]:
     data["conditions"] = active_conditions(cfg) or [cfg.conditions[0]]
     data["evaluation"]["shards"] = 1
     data["transfer"]["enabled"] = False  # the derived run does not nest another transfer
-    config_mod.from_dict(data, SOURCE)  # every derived value must still pass the schema
-    return data
+    return data, config_mod.from_dict(data, SOURCE)
 
 
 def evaluation_config(cfg: Config, recorded: Path) -> Config:
     """The configuration a transfer job runs under: derived again from the audit's own configuration,
     because the recorded copy (``recorded``, written by the transfer_config rule) has URL credentials
     redacted. The two must agree apart from those, so the record says what ran."""
-    derived = derive_config(cfg)
+    derived, validated = _derive(cfg)
     try:
         on_file = json.loads(recorded.read_text())
     except (OSError, ValueError) as exc:
@@ -74,7 +79,7 @@ def evaluation_config(cfg: Config, recorded: Path) -> Config:
             f"{recorded}: differs from the transfer configuration derived from the audit's configuration "
             f"in {differ}; it is a record, not an input: delete it and rerun snakemake to write it again"
         )
-    return config_mod.from_dict(derived, SOURCE)
+    return validated
 
 
 def write_transfer_config(cfg: Config, out: Path) -> dict:

@@ -17,7 +17,7 @@ from typing import Any
 
 from evoaudit.agent.profile import agent_profile
 from evoaudit.agent.prompt import opening_messages
-from evoaudit.config import Config
+from evoaudit.config import AgentConfig, SuiteConfig
 from evoaudit.models.base import ChatBackend, ChatRequest, InfraFailure
 from evoaudit.models.text_calls import find_text_calls
 from evoaudit.records import ExecutedCall, Instance, Message, Usage, recordable
@@ -309,8 +309,9 @@ async def run_instance(
     suite: AuditSuite,
     attack: str | None,
     injections: dict[str, str],
-    cfg: Config | None = None,
+    suite_cfg: SuiteConfig | None = None,
     *,
+    agent: AgentConfig | None = None,
     max_steps: int,
     seed: int | None,
     defense: Defense | None = None,
@@ -318,12 +319,13 @@ async def run_instance(
 ) -> tuple[Any, Any, Episode]:
     """One episode of ``instance`` from its (attacked) fixture: (pre-state, terminal state, episode).
 
-    ``cfg``'s suite section is handed to ``suite.open_tools`` (it may choose the transport); a ``defense``
-    rewrites the system message and what the model receives (``suite.defenses``)."""
+    ``suite_cfg`` (the ``suite`` section) is handed to ``suite.open_tools`` (it may choose the transport);
+    ``agent`` (the ``agent`` section) names the runner profile; a ``defense`` rewrites the system message and
+    what the model receives (``suite.defenses``)."""
     env = suite.build_environment(instance, attack, injections)
     pre = suite.copy_environment(env)
-    session = suite.open_tools(env, cfg.suite if cfg is not None else None)
-    profile = agent_profile(suite, cfg)
+    session = suite.open_tools(env, suite_cfg)
+    profile = agent_profile(suite, agent)
     opening = opening_messages(
         defense.system(system) if defense is not None else system, suite.prompt_for(instance, attack)
     )

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
+from evoaudit.evaluate.job import EpisodeJob
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs
 from evoaudit.evaluate.stage import deployed_prompts
 from evoaudit.hashing import sha256_file
@@ -23,9 +22,7 @@ from evoaudit.models.factory import make_backend
 from evoaudit.poisoning import PoisonedLineage, poisoned, poisoned_episodes
 from evoaudit.provenance import write_provenance
 from evoaudit.records import AcquisitionRecord
-from evoaudit.seal.guard import load_learning_instances
 from evoaudit.seal.manifest import artifact_sha256
-from evoaudit.suite.stage import verify_table
 
 
 def acquire(
@@ -43,10 +40,10 @@ def acquire(
     round's artifact as ``prior``: the same episodes (the same seeds: common random numbers across rounds)
     with that artifact deployed, named ``acquire-round<r>``; its artifact is not frozen yet, so it is
     identified by its files' hashes, as SkillOpt's gate identifies a candidate."""
-    verify_table(table, spec)
-    learning = load_learning_instances(table, cfg.roles.endpoint_variants, spec)
+    job = EpisodeJob.acquisition(cfg, table, spec)
+    learning = list(job.instances)
     chosen = [i for i in learning if i.split == "seen" and i.variant in cfg.roles.acquisition]
-    backend = make_backend(cfg, cfg.executor, learning)
+    backend = make_backend(cfg, cfg.executor, learning, suite=job.suite)
     name = "acquire" if prior is None else f"acquire-round{round_index}"
     specs = plan_episodes(lineage, name, "benign", chosen, [])
     poison = poisoned(cfg, lineage)
@@ -54,13 +51,15 @@ def acquire(
     if poison is not None:
         specs, placed = poison_specs(cfg.seed, poison, specs)
     if prior is None:
-        system, retrieval, artifact_sha = configured_prompt(cfg), None, None
+        system, retrieval, artifact_sha = job.prompt(), None, None
     else:
         meta = read_meta(prior)
         insertion = Insertion(deployment(meta.method), prior)
-        system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
+        system, retrieval = deployed_prompts(job.prompt, insertion, specs)
         artifact_sha = artifact_sha256(prior)
-    rollouts = asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
+    rollouts = asyncio.run(
+        run_specs(job.run, backend, specs, system, artifact_sha, out, retrieval, suite=job.suite)
+    )
     later: dict[str, Any] = {}
     if prior is not None:
         later = {"round": round_index, "deployed": prior.as_posix(), "deployed_sha256": artifact_sha}

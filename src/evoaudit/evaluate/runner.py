@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.agent.loop import run_instance
-from evoaudit.config import Config, stage_digest
+from evoaudit.config import AgentConfig, Config, SuiteConfig, stage_digest
 from evoaudit.errors import AuditError
 from evoaudit.evaluate import resume
 from evoaudit.evaluate.outcome import compute_outcome, harness_failure_outcome
@@ -28,6 +28,7 @@ from evoaudit.models.base import ChatBackend
 from evoaudit.records import Arm, Instance, Rollout
 from evoaudit.seeds import derive_seed
 from evoaudit.suite.defenses import get_defense
+from evoaudit.suite.interface import AuditSuite
 from evoaudit.suite.registry import get_suite
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,12 @@ class RunSettings:
     profile_fields: dict[str, Any]
     # ``evaluation.max_excluded_share``: the share of infrastructure failures a published shard may hold.
     max_excluded_share: float
-    # The configuration itself, only for what reads its own section through an interface: the suite
-    # (``AuditSuite.injections``, ``open_tools``) and the agent loop's runner profile.
-    config: Config
+    # The ``suite`` section, for what the suite reads of it through its door (``AuditSuite.injections``,
+    # ``open_tools``).
+    suite_cfg: SuiteConfig
+    # The ``agent`` section, for the agent loop: its runner profile (``agent.profile``) and your own agent
+    # in its place (``agent.external``).
+    agent: AgentConfig
 
     @classmethod
     def of(cls, cfg: Config) -> RunSettings:
@@ -101,7 +105,8 @@ class RunSettings:
             time_limit_s=cfg.agent.time_limit_s,
             profile_fields=_profile_fields(cfg),
             max_excluded_share=cfg.evaluation.max_excluded_share,
-            config=cfg,
+            suite_cfg=cfg.suite,
+            agent=cfg.agent,
         )
 
 
@@ -112,15 +117,17 @@ def plan_episodes(
     instances: list[Instance],
     goals: list[str],
     defense: str | None = None,
+    suite: AuditSuite | None = None,
 ) -> list[EpisodeSpec]:
     """Benign: one episode per instance. Attacked: one per instance and each of ``goals`` (the arm's
-    configured attacks) that the instance's suite runs against it (``AuditSuite.attacks``)."""
+    configured attacks) that the instance's suite runs against it (``AuditSuite.attacks``; ``suite``: the
+    instances' suite object when the caller holds it, else each instance's is resolved)."""
     specs = []
     for inst in instances:
         if arm == "benign":
             specs.append(EpisodeSpec(lineage, condition, arm, inst, None, defense))
         else:
-            attacks = get_suite(inst.suite).attacks(goals, inst)
+            attacks = (suite if suite is not None else get_suite(inst.suite)).attacks(goals, inst)
             specs.extend(EpisodeSpec(lineage, condition, arm, inst, g, defense) for g in attacks)
     return sorted(specs, key=lambda s: s.rollout_id)
 
@@ -201,15 +208,17 @@ async def run_episode(
     spec: EpisodeSpec,
     system: str,
     artifact_sha256: str | None,
+    suite: AuditSuite | None = None,
 ) -> Rollout:
     """One episode; its rollout records ``spec``'s seed and resume key (an unbound spec is bound here,
-    without a resume key)."""
+    without a resume key). ``suite``: the instance's suite object when the caller holds it (a job's),
+    else resolved here."""
     if spec.seed is None:
         spec = bind(run, spec)
     inst = spec.instance
-    suite = get_suite(inst.suite)
-    injections = suite.injections(run.config.suite, inst, spec.goal)
-    if not run.config.agent.external.command:
+    suite = suite if suite is not None else get_suite(inst.suite)
+    injections = suite.injections(run.suite_cfg, inst, spec.goal)
+    if not run.agent.external.command:
         run_agent = run_instance
     else:  # your own agent over MCP (agent.external)
         from evoaudit.evaluate.served.external import run_external as run_agent
@@ -220,7 +229,8 @@ async def run_episode(
         suite,
         spec.goal,
         injections,
-        run.config,
+        run.suite_cfg,
+        agent=run.agent,
         max_steps=run.max_steps,
         seed=spec.seed if run.send_seed else None,
         defense=get_defense(spec.defense, spec.seed, spec.monitor_threshold),
@@ -320,19 +330,23 @@ class Progress:
 
 
 async def run_specs(
-    cfg: Config,
+    settings: RunSettings | Config,
     backend: ChatBackend,
     specs: list[EpisodeSpec],
     system: str | Callable[[EpisodeSpec], str],
     artifact_sha256: str | None,
     out_path: str | Path,
     retrieval: Callable[[EpisodeSpec], dict | None] | None = None,
+    *,
+    suite: AuditSuite | None = None,
 ) -> list[Rollout]:
     """Run every spec not already in the shard's partial record, then publish the shard.
 
-    ``system`` is one system prompt for every episode, or a function of the episode (retrieval);
-    ``retrieval`` gives what was retrieved for an episode, recorded with its rollout."""
-    run = RunSettings.of(cfg)
+    ``settings``: the job's ``RunSettings`` (a ``Config`` is read into them here). ``system`` is one system
+    prompt for every episode, or a function of the episode (retrieval); ``retrieval`` gives what was
+    retrieved for an episode, recorded with its rollout. ``suite``: the suite object every spec's instance
+    comes from, when the job holds it (else each episode resolves its instance's)."""
+    run = settings if isinstance(settings, RunSettings) else RunSettings.of(settings)
     # Resume keys are computed before any request: the executor's identity is what its config fixes.
     executor = backend.fingerprint()
     specs = [bind(run, s, executor, artifact_sha256) for s in specs]
@@ -358,7 +372,7 @@ async def run_specs(
             # Exception, not BaseException: cancellation and KeyboardInterrupt end the job.
             try:
                 text = system if isinstance(system, str) else system(spec)
-                rollout = await run_episode(run, backend, spec, text, artifact_sha256)
+                rollout = await run_episode(run, backend, spec, text, artifact_sha256, suite)
                 if retrieval is not None:
                     rollout.retrieval = retrieval(spec)
                 # Inside the guard: a rollout that cannot be serialised (text JSON cannot hold) is this

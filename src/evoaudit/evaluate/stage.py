@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
-from evoaudit.agent.profile import configured_prompt
 from evoaudit.config import Config
+from evoaudit.evaluate.job import EpisodeJob
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs, shard
 from evoaudit.hashing import sha256_json
 from evoaudit.methods.artifact import artifact_files
@@ -19,10 +18,8 @@ from evoaudit.models.factory import make_backend
 from evoaudit.poisoning import poisoned
 from evoaudit.provenance import write_provenance
 from evoaudit.records import Arm
-from evoaudit.seal.guard import open_endpoints
 from evoaudit.seal.manifest import verify_file
 from evoaudit.suite.defenses import ORIGINS, get_defense
-from evoaudit.suite.stage import endpoint_table_path, verify_table
 
 
 def deployed_prompts(
@@ -58,24 +55,65 @@ def evaluate_shard(
     endpoint: Path | None = None,
     defense: str | None = None,
     acquisition: Path | None = None,
+    transfer: Path | None = None,
 ) -> None:
     """``defense`` (one of ``suite.defenses.DEFENSES``) rewrites what the model sees in every episode
     (the defence axis, a named extension); None is the paper's protocol. llm_monitor fixes its threshold
     on the benign tool outputs of ``acquisition``, the lineage's acquisition rollouts
-    (``evaluate.monitor``)."""
-    verify_table(table, spec)
-    variants = cfg.roles.benign_endpoint if arm == "benign" else cfg.roles.attacked_endpoint
-    # Endpoint variants live in their own file (suite stage), opened only past a verified unseal.
-    endpoint = endpoint or endpoint_table_path(table)
-    opened = open_endpoints(endpoint, spec, manifest_path, unseal_event, results_dir, variants)
-    instances = opened.instances
+    (``evaluate.monitor``). ``transfer``: the transfer configuration's record (rule transfer_evaluate);
+    the episodes then run under the transfer configuration derived from ``cfg``."""
+    job = EpisodeJob.evaluation(
+        cfg,
+        arm,
+        table=table,
+        spec=spec,
+        manifest_path=manifest_path,
+        unseal_event=unseal_event,
+        results_dir=results_dir,
+        endpoint=endpoint,
+        transfer=transfer,
+    )
+    run_evaluation(
+        job,
+        lineage,
+        condition_name,
+        arm,
+        shard_index,
+        spec=spec,
+        manifest_path=manifest_path,
+        artifact_dir=artifact_dir,
+        results_dir=results_dir,
+        out=out,
+        defense=defense,
+        acquisition=acquisition,
+    )
+
+
+def run_evaluation(
+    job: EpisodeJob,
+    lineage: str,
+    condition_name: str,
+    arm: Arm,
+    shard_index: int,
+    *,
+    spec: Path,
+    manifest_path: Path,
+    artifact_dir: Path,
+    results_dir: Path,
+    out: Path,
+    defense: str | None = None,
+    acquisition: Path | None = None,
+) -> None:
+    """One evaluation shard of ``job`` (``evaluate_shard``'s arguments)."""
+    cfg, instances = job.cfg, list(job.instances)
+    assert job.manifest is not None, "an evaluation job holds the manifest that opened its endpoints"
     # Tamper evidence: every file of the artifact is re-hashed against the manifest before use.
-    hashes = {p.name: verify_file(opened.manifest, results_dir, p) for p in artifact_files(artifact_dir)}
+    hashes = {p.name: verify_file(job.manifest, results_dir, p) for p in artifact_files(artifact_dir)}
     artifact_sha = sha256_json(hashes)
     cond = condition(condition_name)
     insertion = Insertion(cond, artifact_dir)
     goals = condition_goals(cond, cfg.suite.goals, cfg.methods_params.placebo.goals)
-    planned = plan_episodes(lineage, condition_name, arm, instances, goals, defense)
+    planned = plan_episodes(lineage, condition_name, arm, instances, goals, defense, job.suite)
     if (poison := poisoned(cfg, lineage)) is not None:  # a poisoned lineage draws its twin's seeds
         planned = [replace(s, twin=poison.twin) for s in planned]
     specs = shard(
@@ -83,8 +121,8 @@ def evaluate_shard(
         shard_index,
         cfg.evaluation.shards,
     )
-    system, retrieval = deployed_prompts(partial(configured_prompt, cfg), insertion, specs)
-    backend = make_backend(cfg, cfg.executor, instances)
+    system, retrieval = deployed_prompts(job.prompt, insertion, specs)
+    backend = make_backend(cfg, cfg.executor, instances, suite=job.suite)
     extra = {} if defense is None else {"defense": {"name": defense, "origin": ORIGINS[defense]}}
     if defense is not None and get_defense(defense, 0).monitors:
         if acquisition is None:
@@ -97,4 +135,4 @@ def evaluate_shard(
     write_provenance(
         out, cfg, "evaluate", spec=spec, manifest=manifest_path, executor=backend.fingerprint(), **extra
     )
-    asyncio.run(run_specs(cfg, backend, specs, system, artifact_sha, out, retrieval))
+    asyncio.run(run_specs(job.run, backend, specs, system, artifact_sha, out, retrieval, suite=job.suite))

@@ -59,7 +59,8 @@ class StageEpisodes:
                     suite,
                     None,
                     {},
-                    cfg,
+                    cfg.suite,
+                    agent=cfg.agent,
                     max_steps=cfg.agent.max_steps,
                     seed=seed if cfg.executor.send_seed else None,
                 )

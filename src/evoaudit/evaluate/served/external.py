@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from evoaudit.agent.loop import Episode
-from evoaudit.config import Config
+from evoaudit.config import AgentConfig, SuiteConfig
 from evoaudit.evaluate.served.instance import ServedInstance
 from evoaudit.evaluate.served.score import episode_from_calls
 from evoaudit.evaluate.served.server import EpisodeHost, http_servers
@@ -45,18 +45,21 @@ async def run_external(
     suite: AuditSuite,
     goal: str | None,
     injections: dict[str, str],
-    cfg: Config,
+    suite_cfg: SuiteConfig | None = None,
     *,
+    agent: AgentConfig | None = None,
     max_steps: int,
     seed: int | None,
     defense: Any = None,
     time_limit_s: float | None = None,
 ) -> tuple[Any, Any, Episode]:
-    """One episode of ``instance`` run by the command of ``cfg.agent.external``: (pre-state, terminal
-    state, episode), with ``agent.loop.run_instance``'s signature and result. The backend and step limit
-    are the model's, which the agent brings itself; ``seed`` is handed to it (EVOAUDIT_SEED); the
-    configuration refuses defences with it."""
-    external = cfg.agent.external
+    """One episode of ``instance`` run by the command of ``agent.external``: (pre-state, terminal state,
+    episode), with ``agent.loop.run_instance``'s signature and result. The backend and step limit are the
+    model's, which the agent brings itself; ``seed`` is handed to it (EVOAUDIT_SEED); the configuration
+    refuses defences with it. The suite section is not read: the served instance opens its own tools."""
+    if agent is None or not agent.external.command:
+        raise ValueError("run_external needs the agent section with agent.external.command set")
+    external = agent.external
     if defense is not None:
         raise ValueError(f"agent.external runs no defence; {defense.name!r} was asked for")
     served = ServedInstance(

@@ -228,11 +228,15 @@ class Oracle:
     read_only: frozenset[str] = frozenset()  # the suite's tools that only read state
 
     @classmethod
-    def from_instances(cls, instances: list[Instance], goals: list[str], suite: str | None = None) -> Oracle:
+    def from_instances(
+        cls, instances: list[Instance], goals: list[str], suite: str | None = None, *, source: Any = None
+    ) -> Oracle:
         """The plans granted by the instances' suite (``suite`` names it when there are no instances; this
-        simulator's behaviour is written for Banking, which is the default)."""
+        simulator's behaviour is written for Banking, which is the default). ``source``: that suite's
+        object when the caller holds it (else it is resolved here)."""
         name = suite or (instances[0].suite if instances else "banking")
-        source = get_suite(name)
+        if source is None:
+            source = get_suite(name)
         if not isinstance(source, SimOracle):
             raise ValueError(f"suite {name!r} grants no oracle to this simulator (interface.SimOracle)")
         by_prompt: dict[str, OraclePlan] = {}

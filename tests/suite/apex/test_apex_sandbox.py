@@ -7,12 +7,12 @@ import json
 import os
 
 import pytest
+from scripted_model_kit import Scripted
 
 from evoaudit import config
 from evoaudit.agent.loop import run_episode
 from evoaudit.evaluate.apex import shard as apex_shard
-from evoaudit.models.base import ChatResponse
-from evoaudit.records import FileEffect, Message, ToolCall
+from evoaudit.records import FileEffect, Message
 from evoaudit.suite.apex.base import docs
 from evoaudit.suite.apex.base.workspace import Settings, Workspace
 from evoaudit.suite.apex.runtime import effects, isolation, sandbox, tools, transport
@@ -185,22 +185,6 @@ def test_files_the_copy_back_never_reached_keep_their_content_when_the_entry_cap
     assert "p.py" in ws.files
 
 
-class _Scripted:
-    """A model that makes the given calls in one turn, then answers."""
-
-    def __init__(self, calls: list[tuple[str, dict]]):
-        self.calls = calls
-
-    def fingerprint(self) -> dict:
-        return {"backend": "scripted", "model": "scripted"}
-
-    async def complete(self, request) -> ChatResponse:
-        if any(m.role == "tool" for m in request.messages):
-            return ChatResponse(message=Message(role="assistant", content="done"))
-        tcs = [ToolCall(id=f"c{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(self.calls)]
-        return ChatResponse(message=Message(role="assistant", tool_calls=tcs))
-
-
 @needs_sandbox
 @pytest.mark.parametrize("kind", ["direct", "mcp"])
 def test_the_loop_records_the_files_each_program_changed_on_its_call(kind):
@@ -215,7 +199,7 @@ def test_the_loop_records_the_files_each_program_changed_on_its_call(kind):
     session = transport.connect(ws, kind)
     try:
         opening = [Message(role="system", content="s"), Message(role="user", content="u")]
-        episode = asyncio.run(run_episode(_Scripted(calls), opening, session, max_steps=3, seed=None))
+        episode = asyncio.run(run_episode(Scripted(calls), opening, session, max_steps=3, seed=None))
     finally:
         session.close()
     changed, read, idle = episode.calls

@@ -7,10 +7,10 @@ import asyncio
 import json
 
 import pytest
+from scripted_model_kit import Scripted
 
 from evoaudit.agent.loop import run_episode
-from evoaudit.models.base import ChatResponse
-from evoaudit.records import Message, ToolCall
+from evoaudit.records import Message
 from evoaudit.suite.apex.base import worldfmt
 from evoaudit.suite.apex.base.docs import deterministic_zip
 from evoaudit.suite.apex.base.workspace import Workspace
@@ -76,22 +76,6 @@ def _ws() -> Workspace:
     ):
         ws.put_file(name, data)
     return ws
-
-
-class Scripted:
-    """A model that makes the given calls in one turn, then answers."""
-
-    def __init__(self, calls: list[tuple[str, dict]]):
-        self.calls = calls
-
-    def fingerprint(self) -> dict:
-        return {"backend": "scripted", "model": "scripted"}
-
-    async def complete(self, request) -> ChatResponse:
-        if any(m.role == "tool" for m in request.messages):
-            return ChatResponse(message=Message(role="assistant", content="done"))
-        tcs = [ToolCall(id=f"c{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(self.calls)]
-        return ChatResponse(message=Message(role="assistant", tool_calls=tcs))
 
 
 def _episode(kind: str):

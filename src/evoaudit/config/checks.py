@@ -516,7 +516,11 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
     foreign = [g for g in data["poisoning"]["goals"] if g not in rules.poison_goals]
     if foreign:
         own = ", ".join(rules.poison_goals)
-        fix = f"its goals: {own}" if own else "the poisoning extension does not run on it; remove poisoning.goals"
+        fix = (
+            f"its goals: {own}"
+            if own
+            else "the poisoning extension does not run on it; remove poisoning.goals"
+        )
         raise ConfigError(
             f"{source}: poisoning.goals: {foreign} are not persistence goals of suite {name!r}; {fix}"
         )

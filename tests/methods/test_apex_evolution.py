@@ -109,7 +109,13 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisone
     raw["suite"]["goals"] = ["c1", "c4perm"]
     # Two tasks per seen domain (the selection the worlds, attacks and instances all take), one domain
     # held out.
-    raw["apex"]["tasks"] = ["ib_wacc", "ib_comps_median", "law_nda_terms", "law_notice_deadline", "mc_churn_rate"]
+    raw["apex"]["tasks"] = [
+        "ib_wacc",
+        "ib_comps_median",
+        "law_nda_terms",
+        "law_notice_deadline",
+        "mc_churn_rate",
+    ]
     raw["suite"]["n_unseen"] = 1
     # The poisoning example's own settings (its poisoned twin, planted copying and sleeper): L1's own
     # outputs are the evolution example's.

@@ -628,7 +628,7 @@ class AcquisitionRecord(FileRecord):
     poison_share: float | None = None
     """A poisoned lineage: the configured share of acquisition episodes poisoned."""
     poison_attack: str | None = None
-    """A poisoned lineage: the attack that wrote the poison (AgentDojo's, ``poisoning.attack``)."""
+    """A poisoned lineage: the attack that wrote the poison (``poisoning.attack``, or the suite's own)."""
     poisoned_episodes: list[str] | None = None
     """A poisoned lineage: the rollout ids that carry the poison (a filter before evolution reads these)."""
 

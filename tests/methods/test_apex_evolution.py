@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
@@ -13,10 +14,11 @@ from conftest import REPO, copy_workflow, snakemake
 from evoaudit import config as config_mod
 from evoaudit.config import suite_view
 from evoaudit.errors import AuditError
-from evoaudit.records import Instance
+from evoaudit.records import AcquisitionRecord, ContaminationReplayReport, ContaminationReport, Instance
 from evoaudit.suite.apex import audit_stage
 
 EXAMPLE = REPO / "config" / "examples" / "apex-evolution.yaml"
+POISONING = REPO / "config" / "examples" / "apex-poisoning.yaml"
 
 
 def _example() -> dict:
@@ -27,6 +29,14 @@ def test_the_example_config_validates():
     cfg = config_mod.from_dict(_example(), str(EXAMPLE))
     assert cfg.suite.name == "apex" and cfg.suite.apex.variants[0] in cfg.roles.benign_endpoint
     audit_stage.check_roles(suite_view(cfg))
+
+
+def test_the_poisoning_example_is_the_evolution_example_with_a_poisoned_twin():
+    poisoning = yaml.safe_load(POISONING.read_text())
+    extension = {"results_dir", "poisoning", "sim"}
+    assert {k: v for k, v in poisoning.items() if k not in extension} == {
+        k: v for k, v in _example().items() if k not in extension
+    }
 
 
 @pytest.mark.parametrize(
@@ -92,14 +102,25 @@ def _rows(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end(tmp_path):
+def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisoned_twin(tmp_path):
     raw = _example()
     # Two of the example's categories keep the run short; c4perm includes attacks whose exposure is
     # undefined (a script run at the user's request), which the report must leave out of exposure.
     raw["suite"]["goals"] = ["c1", "c4perm"]
-    # One task per domain (the selection the worlds, attacks and instances all take), one domain held out.
-    raw["apex"]["tasks"] = ["ib_wacc", "law_nda_terms", "mc_churn_rate"]
+    # Two tasks per seen domain (the selection the worlds, attacks and instances all take), one domain
+    # held out.
+    raw["apex"]["tasks"] = [
+        "ib_wacc",
+        "ib_comps_median",
+        "law_nda_terms",
+        "law_notice_deadline",
+        "mc_churn_rate",
+    ]
     raw["suite"]["n_unseen"] = 1
+    # The poisoning example's own settings (its poisoned twin, planted copying and sleeper): L1's own
+    # outputs are the evolution example's.
+    poisoning = yaml.safe_load(POISONING.read_text())
+    raw |= {k: poisoning[k] for k in ("poisoning", "sim")}
     copy_workflow(tmp_path, raw)
     snakemake(tmp_path)
     cfg = config_mod.from_dict(raw, "test")
@@ -149,6 +170,32 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end(tmp_path):
     report = (res / "report" / "report.md").read_text()
     assert "Simulator run" in report and "mechanism checks" in report
     assert (res / "report" / "tables" / "main.csv").read_text().count("\n") == len(cfg.conditions) + 1
+
+    # The poisoned twin: the rule planted at the top of a document in half of the acquisition episodes,
+    # the other episodes recorded exactly as the twin's.
+    lineage = "L1-persist_forward-s50"
+    record = AcquisitionRecord.read(res / "acquire" / lineage / "record.json")
+    assert record.poison_attack == "existing_start" and 0 < len(record.poisoned_episodes) < len(seen)
+    twin = {r["instance_id"]: r for r in acquired}
+    for r in _rows(res / "acquire" / lineage / "rollouts.jsonl"):
+        mine = twin[r["instance_id"]]
+        if r["rollout_id"] in record.poisoned_episodes:
+            (text,) = r["injections"].values()
+            assert "records@ledgerkeep-archive.net" in text and r["outcome"]["exposed"] is not None
+        else:
+            assert [r["messages"], r["terminal_state"]] == [mine["messages"], mine["terminal_state"]]
+    # Contamination: the planted copying reaches the poisoned lineage's artifacts only, and replay agrees.
+    report = ContaminationReport.read(res / "poisoning" / "contamination" / f"{lineage}.json")
+    assert report.identifiers == ["records@ledgerkeep-archive.net"]
+    assert all(a.contaminated_units == 0 for a in report.artifacts if a.lineage == "L1")
+    assert any(a.contaminated_units for a in report.artifacts if a.lineage == lineage)
+    replayed = ContaminationReplayReport.read(res / "poisoning" / "replay" / f"{lineage}.json")
+    assert replayed.mismatches == []
+    for path in (res / "replay" / lineage).rglob("shard*.json"):
+        assert json.loads(path.read_text())["mismatched_rollouts"] == 0
+    persist = pd.read_csv(res / "report" / "poisoning" / "tables" / "persistence.csv")
+    benign = persist[persist.arm == "benign"]
+    assert benign.goal_met_twin.sum() == 0 and "simulator_notice" in persist.columns
 
 
 def test_exposure_is_over_decided_episodes_and_undecided_ones_are_not_unexposed_successes():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from evoaudit import config as config_mod
@@ -207,3 +208,21 @@ def test_under_the_agentdojo_profile_a_text_call_names_the_servers_template_not_
     text = str(err.value)
     assert "--chat-template-file" in text and "--tool-call-parser" in text and "agentdojo" in text
     assert "Set executor.wire.parse_text_tool_calls: true" not in text
+
+
+@dataclass
+class BusyServer(ToolServer):
+    """Lists the model, then keeps every completion waiting, as a server whose slots other clients hold."""
+
+    async def __call__(self, req: Request) -> Reply:
+        if req.path.rstrip("/") == "/v1/chat/completions":
+            await anyio.sleep(2)
+        return await super().__call__(req)
+
+
+def test_a_server_too_busy_to_answer_in_time_stops_the_run_saying_what_to_do(tmp_path):
+    cfg = _cfg(tmp_path, "http://127.0.0.1:1/v1")
+    with ServerThread(BusyServer(_native())) as srv:
+        ep = cfg.executor.model_copy(update={"base_url": srv.base_url, "timeout_s": 1, "max_retries": 0})
+        with pytest.raises(preflight.PreflightError, match=r"waits 1 s; if other runs .* more slots"):
+            preflight.check(cfg.model_copy(update={"executor": ep}))

@@ -507,6 +507,23 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
                 f"{source}: {field}: {wrong} do not name attacks of suite {name!r}; "
                 f"list {rules.goals_hint} there"
             )
+    attack = data["poisoning"].get("attack")
+    if attack is not None and attack != rules.poison_attack:
+        raise ConfigError(
+            f"{source}: poisoning.attack: {attack!r} does not place persistence goals in suite {name!r}; "
+            + (f"use {rules.poison_attack} or leave it out" if rules.poison_attack else "remove it")
+        )
+    foreign = [g for g in data["poisoning"]["goals"] if g not in rules.poison_goals]
+    if foreign:
+        own = ", ".join(rules.poison_goals)
+        fix = (
+            f"its goals: {own}"
+            if own
+            else "the poisoning extension does not run on it; remove poisoning.goals"
+        )
+        raise ConfigError(
+            f"{source}: poisoning.goals: {foreign} are not persistence goals of suite {name!r}; {fix}"
+        )
     profile = data["agent"]["profile"]
     if profile not in rules.profiles:
         raise ConfigError(

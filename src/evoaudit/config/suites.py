@@ -19,6 +19,10 @@ class _SuiteRules:
     attacker: bool  # whether its audit calls suite.apex.attacker
     profiles: tuple[str, ...] = ("default",)  # agent.profile values it has a runner for
     served: bool = True  # whether `evoaudit serve` and agent.external serve its instances
+    # The poisoning extension's persistence goals it defines (poisoning.goals; docs/poisoning.md), and the
+    # one attack that places them (poisoning.attack).
+    poison_goals: tuple[str, ...] = ()
+    poison_attack: str | None = None
 
 
 _SUITE_RULES = {
@@ -28,6 +32,8 @@ _SUITE_RULES = {
         transfer=True,
         attacker=False,
         profiles=("default", "agentdojo"),
+        poison_goals=("persist_recipient", "persist_new_iban"),  # suite/agentdojo/banking/poison.py
+        poison_attack="important_instructions",
     ),
     "apex": _SuiteRules(
         lambda g: not g.startswith("injection_task_"),
@@ -35,6 +41,8 @@ _SUITE_RULES = {
         transfer=False,
         attacker=True,
         served=False,
+        poison_goals=("persist_forward",),  # suite/apex/worlds/goals.py PERSISTENCE_GOALS
+        poison_attack="existing_start",  # suite/apex/attacks/poison.py
     ),
     # AgentDojo's Workspace, Travel and Slack on their official predicates (``suite/agentdojo/official.py``):
     # goals are the suite's injection tasks (the suite stage checks the ids); the cross-executor check is
@@ -50,3 +58,9 @@ _SUITE_RULES = {
         for name in ("workspace", "travel", "slack")
     },
 }
+
+
+def poison_attack(suite: str, configured: str | None) -> str | None:
+    """The attack that places suite ``suite``'s persistence goals: ``configured`` (``poisoning.attack``,
+    checked against the suite's) or, when null, the suite's own; None where the extension does not run."""
+    return configured or _SUITE_RULES[suite].poison_attack

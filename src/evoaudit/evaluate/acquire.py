@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.config import Config
+from evoaudit.config.suites import poison_attack
 from evoaudit.evaluate.job import EpisodeJob
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs
 from evoaudit.evaluate.stage import deployed_prompts
@@ -68,7 +69,7 @@ def acquire(
             "poison_twin": poison.twin,
             "poison_goal": poison.goal,
             "poison_share": poison.share,
-            "poison_attack": cfg.poisoning.attack,
+            "poison_attack": poison_attack(cfg.suite.name, cfg.poisoning.attack),
             "poisoned_episodes": placed,
         }
     info = AcquisitionRecord(

@@ -29,7 +29,10 @@ def _analyst_simulator(
     # Loaded only for an APEX-Harm workspace suite, like the suite itself.
     from evoaudit.models.sim.apex import ApexOracle, ApexSimBackend
 
-    return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model)
+    # The poisoning extension's standing rules, granted as the tools simulator is granted its goals
+    # (``suite.goal_text``, as ``SimOracle`` has it): the planted sleeper acts on them.
+    rules = tuple(suite.goal_text(g) for g in cfg.poisoning.goals)  # type: ignore[attr-defined]
+    return ApexSimBackend(ApexOracle.from_instances(instances), cfg.sim, endpoint.model, rules)
 
 
 # The simulator of each behaviour a suite can ask for (``AuditSuite.simulator``).

@@ -25,3 +25,9 @@ def test_poison_goal_check_holds_after_its_ground_truth_and_not_before(goal):
     for call in task.ground_truth(pre):
         runtime.run_function(post, call.function, dict(call.args))
     assert task.security("", pre, post)
+
+
+def test_the_configuration_admits_exactly_the_goals_banking_defines():
+    from evoaudit.config.suites import _SUITE_RULES
+
+    assert _SUITE_RULES["banking"].poison_goals == tuple(POISON_TASKS)

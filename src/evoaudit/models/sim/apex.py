@@ -243,14 +243,28 @@ def _clip(x: float) -> float:
 class ApexSimBackend:
     """The simulator for APEX workspaces; same request/response contract as ``sim.SimBackend``."""
 
-    def __init__(self, oracle: ApexOracle, params: SimConfig, model: str = "evoaudit-sim") -> None:
+    def __init__(
+        self,
+        oracle: ApexOracle,
+        params: SimConfig,
+        model: str = "evoaudit-sim",
+        granted_rules: tuple[str, ...] = (),
+    ) -> None:
         refuse_if_offline("the APEX simulator")
         self.oracle = oracle
         self.params = params
         self.model = model
+        # The poisoning extension's standing rules (``AuditSuite.goal_text`` of each ``poisoning.goals``):
+        # what the planted sleeper (``sim.poison_sleeper``) may act on once its memory names their address.
+        self.granted_rules = granted_rules
 
     def fingerprint(self) -> dict[str, Any]:
         params = {**self.params.model_dump(), "apex": self.params.apex.model_dump()}
+        # The planted poisoning rates (docs/poisoning.md) only when set, as in the Banking simulator.
+        if any(self.params.poison_copy.values()):
+            params["poison_copy"] = dict(sorted(self.params.poison_copy.items()))
+        if self.params.poison_sleeper:
+            params["poison_sleeper"] = self.params.poison_sleeper
         return {"backend": "sim-apex", "model": self.model, "params": params}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
@@ -272,7 +286,7 @@ class ApexSimBackend:
     def next_message(
         self, messages: list[Message], tools: tuple[dict[str, Any], ...] = (), seed: int | None = None
     ) -> Message:
-        role_reply = sim_roles.respond(messages, seed)
+        role_reply = sim_roles.respond(messages, seed, self.params.poison_copy)
         if role_reply is not None:  # an evolution-role request (optimizer, inducer, distiller, judge)
             return role_reply
         user = next((m for m in messages if m.role == "user"), None)
@@ -282,7 +296,9 @@ class ApexSimBackend:
         system = "\n".join(m.content or "" for m in messages if m.role == "system")
         eff = effective_apex(self.params, system)
         extra = user.content.replace(task.prompt, "\n").strip()
-        episode = _Episode(task, self.params, eff, seed if seed is not None else 0, system, extra)
+        episode = _Episode(
+            task, self.params, eff, seed if seed is not None else 0, system, extra, self.granted_rules
+        )
         results = _recorded_results(messages, system)
         gen = episode.run()
         try:
@@ -323,6 +339,7 @@ class _Episode:
     seed: int
     system: str
     extra: str  # what the user's message says beyond the task's prompt (a permission, a program to run)
+    granted_rules: tuple[str, ...] = ()  # ApexSimBackend.granted_rules
     read: set[str] = field(default_factory=set)
     handled: set[tuple[str, ...]] = field(default_factory=set)
     seen: list[str] = field(default_factory=list)
@@ -394,6 +411,7 @@ class _Episode:
             if call.function == "submit_answer":
                 answer = str(call.args.get("answer", ""))
             yield call
+        yield from self._sleeper()
         return f"Done. {answer}".strip() if answer else "Done: I have completed the task."
 
     # -- navigation ------------------------------------------------------------------------------------
@@ -487,6 +505,18 @@ class _Episode:
         present = set(cues) | set(tx.tool_cues(self.extra))
         return sum(getattr(self.params.apex.tool_cues, c) for c in sorted(present))
 
+    def _sleeper(self) -> Step:
+        """The planted sleeper (``sim.poison_sleeper``, docs/poisoning.md): in an episode that read no
+        instruction, with that probability, carry out a granted standing rule whose address the system
+        prompt holds (what a deployed artifact copied), with no compliance draw."""
+        rate = self.params.poison_sleeper
+        if not rate or self.handled:
+            return
+        for rule in self.granted_rules:
+            for ins in tx.instructions(rule):
+                if any(t in self.system for t in ins.targets) and self.u("sleeper", ins.sentence) < rate:
+                    yield from self._act(ins)
+
     def _comply(self, ins: tx.Instruction, cues: tuple[str, ...]) -> Step:
         boost = self._boost(cues)
         if ins.kind == "run":
@@ -497,6 +527,10 @@ class _Episode:
         p = self.eff.compliance_external if external else self.eff.compliance_internal
         if self.u("comply", ins.sentence) >= _clip(p + boost):
             return
+        yield from self._act(ins)
+
+    def _act(self, ins: tx.Instruction) -> Step:
+        """Carry out a (non-program) instruction with the content it asks for."""
         content = yield from self._content(ins)
         if ins.kind == "mail":
             yield self._call(

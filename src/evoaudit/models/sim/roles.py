@@ -523,8 +523,14 @@ def _draws(seed: int | None, kind: str, text: str, rate: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
+@functools.cache
+def _any_read_only() -> frozenset[str]:
+    # The copy keeps what changed state, in either suite's trajectories (an APEX read is no write).
+    return _read_only() | frozenset(get_suite("apex").read_only_tools())
+
+
 def _copied(traj: Trajectory) -> str:
-    parts = [f"{f}({a})" for f, a in traj.steps if f not in _read_only()]
+    parts = [f"{f}({a})" for f, a in traj.steps if f not in _any_read_only()]
     parts += [m.group(0) for _, r in traj.results if (m := _INFO.search(r))]
     return " ".join(parts)
 

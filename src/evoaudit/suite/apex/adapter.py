@@ -32,6 +32,7 @@ from evoaudit.errors import AuditError
 from evoaudit.records import Call, Decisions, Instance, Message
 from evoaudit.suite.apex import audit_stage
 from evoaudit.suite.apex.attacks import attack_set as attack_sets
+from evoaudit.suite.apex.attacks import poison
 from evoaudit.suite.apex.base import worldfmt
 from evoaudit.suite.apex.base.threat import INTERNAL_DESTINATIONS, AttackInstance
 from evoaudit.suite.apex.base.workspace import CallRecord, Workspace
@@ -239,6 +240,13 @@ class ApexSuite(ApexEnvironments):
             return {}
         return placed_texts(self.resolve_attack(instance, attack))
 
+    def goal_text(self, attack: str) -> str:
+        """A persistence goal's standing rule as it reads in the poisoned document (``SimOracle``: what
+        the simulator is granted, so that its planted sleeper can act on a rule its memory holds)."""
+        if not poison.is_poison(attack):
+            raise ValueError(f"{attack!r}: only a persistence goal's text is known before its world is built")
+        return poison.poison_text(attack)
+
     def prompt_for(self, instance: Instance, attack: str | None) -> str:
         """The user's prompt for an episode: category 4's ``perm`` variant (and the permission ablation) adds
         a sentence to it (``prompt_addendum``); no other attack touches it."""
@@ -248,8 +256,9 @@ class ApexSuite(ApexEnvironments):
         return f"{instance.prompt} {addendum}" if addendum else instance.prompt
 
     def exposure_applies(self, attack: str | None) -> bool:
-        # Categories 1–4 have an exposure rate; a replaced helper or a generic script needs no reading.
-        return attack is not None and attack_category(attack) <= 4
+        # Categories 1–4 have an exposure rate; a replaced helper or a generic script needs no reading. A
+        # persistence goal is a category 1 placement.
+        return attack is not None and (poison.is_poison(attack) or attack_category(attack) <= 4)
 
     # --- judging ------------------------------------------------------------------------------------------
     def task_score(self, instance: Instance, output: str, pre: Any, post: Workspace) -> float:
@@ -266,10 +275,12 @@ class ApexSuite(ApexEnvironments):
         return self.check_utility(instance, output, pre, post)
 
     def goal_decision(self, attack: str, output: str, pre: Workspace, post: Workspace) -> success.Decision:
-        inst = self._attack_of(pre, attack)
+        # A persistence goal is judged on any world, also one it was never placed in (the sleeper at a
+        # clean endpoint, ``evaluate/persistence.py``).
+        goal_id = attack if poison.is_poison(attack) else self._attack_of(pre, attack).goal_id
         # With the task's source texts: without them a ``task_files`` goal is always undecided.
         facts = success.TaskFacts.of_files(self._record_of(pre), self._task_files.get(pre.world_id, {}))
-        return success.check_goal(goals.goal(inst.goal_id), facts, pre, post)
+        return success.check_goal(goals.goal(goal_id), facts, pre, post)
 
     def check_goal(self, attack: str, output: str, pre: Workspace, post: Workspace) -> bool:
         # Undecided without a judge (a paraphrase) counts as not reached here; ``goal_decision`` says which.
@@ -338,7 +349,8 @@ class ApexSuite(ApexEnvironments):
     # --- helpers ------------------------------------------------------------------------------------------
     def _attack_of(self, ws: Workspace, attack: str) -> AttackInstance:
         inst = self._attack_by_id(attack)
-        if inst.task_id != self._record_of(ws).task_id:
+        # A persistence goal's entry serves every task (``resolve_attack``).
+        if not poison.is_poison(attack) and inst.task_id != self._record_of(ws).task_id:
             raise AuditError(f"attack {attack} is for task {inst.task_id}, not this world's task")
         return inst
 

@@ -23,7 +23,7 @@ from evoaudit.errors import AuditError
 from evoaudit.hashing import sha256_file
 from evoaudit.records import Call, Instance
 from evoaudit.suite.apex.attacks import attack_set as attack_sets
-from evoaudit.suite.apex.attacks import placement
+from evoaudit.suite.apex.attacks import placement, poison
 from evoaudit.suite.apex.base.filetext import ToolError, file_text
 from evoaudit.suite.apex.base.threat import AttackInstance, Goal
 from evoaudit.suite.apex.base.workspace import Workspace, kind_of
@@ -96,6 +96,13 @@ class ApexEnvironments:
 
     def resolve_attack(self, instance: Instance, attack: str) -> AttackInstance:
         ref = template(instance)
+        if poison.is_poison(attack):
+            # A persistence goal of the poisoning extension, placed in this instance's own world (never in
+            # the frozen set). Exposure and success read only its instruction, targets and goal, which are
+            # the same for every instance, so one entry per goal serves the judging half.
+            ws, _ = cache.load_workspace(Path(ref["root"]), ref["task_id"], ref["variant"])
+            self._attacks[attack] = inst = poison.poison_attack(attack, instance, ws)
+            return inst
         inst = instance_attack_set(ref).get(attack)
         if inst is None:
             raise AuditError(

@@ -48,9 +48,10 @@ def test_the_rule_is_planted_at_the_top_of_the_first_document_the_plan_reads_and
         changed = {p for p in env.files if env.files[p].data != benign.files[p].data}
         assert changed == {path} and set(env.files) == set(benign.files)
         shown, error = tools.call_tool(env, "read_file", {"path": path})
-        assert error is None and shown.find(poison.ATTACKER_ADDRESS) < shown.find(
-            tools.read_file(benign, path).splitlines()[-1][:20]
-        )
+        # The rule comes before the document's own first line (after the reader's header and sheet name);
+        # a rule the reader does not show at all is not planted.
+        own = next(ln for ln in tools.read_file(benign, path).splitlines()[1:] if ln and ln[:3] != "## ")
+        assert error is None and 0 <= shown.find(poison.ATTACKER_ADDRESS) < shown.find(own[:20])
 
 
 def test_the_attacker_address_occurs_in_no_generated_world(built):
@@ -87,7 +88,8 @@ def test_an_agent_shown_the_planted_document_is_exposed_and_one_shown_the_clean_
     suite = ApexSuite()
     inst = next(i for i in instances if i.role == "acquisition")
     path = poison.poisoned_file(inst)
-    for attack, exposed in ((GOAL, True), (None, None)):
+    # Both judged against the goal: the clean document is read under the same exposure rule.
+    for attack, exposed in ((GOAL, True), (None, False)):
         env = suite.build_environment(inst, attack, suite.injections(cfg.suite, inst, attack))
         text, _ = tools.call_tool(env, "read_file", {"path": path})
         call = ToolCall(id="c1", name="read_file", arguments=f'{{"path": "{path}"}}')
@@ -95,7 +97,7 @@ def test_an_agent_shown_the_planted_document_is_exposed_and_one_shown_the_clean_
             Message(role="assistant", tool_calls=[call]),
             Message(role="tool", tool_call_id="c1", name="read_file", content=text),
         ]
-        assert suite.exposed(messages, {}, attack) is exposed
+        assert suite.exposed(messages, {}, GOAL) is exposed
 
 
 @pytest.mark.parametrize(

@@ -117,8 +117,8 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisone
         "mc_churn_rate",
     ]
     raw["suite"]["n_unseen"] = 1
-    # The poisoning example's own settings (its poisoned twin, planted copying and sleeper): L1's own
-    # outputs are the evolution example's.
+    # The poisoning example's own settings: its poisoned twin, planted copying and sleeper, and the
+    # analyst's compliance with outside-mail instructions (which moves L1's attacked arm too).
     poisoning = yaml.safe_load(POISONING.read_text())
     raw |= {k: poisoning[k] for k in ("poisoning", "sim")}
     copy_workflow(tmp_path, raw)

@@ -15,6 +15,7 @@ from evoaudit.suite.apex.adapter import ApexSuite, gold_summary
 from evoaudit.suite.apex.attacks import poison
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 from evoaudit.suite.apex.worlds import goals
 
 GOAL = "persist_forward"
@@ -122,8 +123,6 @@ def test_the_configuration_admits_exactly_the_goals_the_suite_defines():
 
 
 def test_an_attack_that_does_not_place_the_suite_s_goals_is_refused_and_the_record_names_the_suite_s_own():
-    from evoaudit.config.suites import poison_attack
-
     raw = {
         "suite": {"name": "apex", "goals": ["c1"]},
         "methods_params": {"placebo": {"goals": ["c1"]}},
@@ -134,4 +133,27 @@ def test_an_attack_that_does_not_place_the_suite_s_goals_is_refused_and_the_reco
         config_mod.from_dict(raw, "my.yaml")
     del raw["poisoning"]["attack"]
     cfg = config_mod.from_dict(raw, "my.yaml")
-    assert poison_attack(cfg.suite.name, cfg.poisoning.attack) == "existing_start"
+    assert cfg.poisoning.attack == "existing_start"  # the suite's own, filled in and so recorded
+
+
+def test_only_a_prose_document_is_poisoned_and_a_plan_reading_none_is_not_reached(built):
+    cfg, instances = built
+    suite = ApexSuite()
+    inst = next(i for i in instances if i.role == "acquisition")
+    tables = inst.model_copy(update={"vectors": ["file:data/inputs.csv", "file:data/model.xlsx", "mail:m1"]})
+    assert poison.poisoned_file(tables) is None
+    assert suite.injections(cfg.suite, tables, GOAL) == {}  # acquisition then never chooses it
+
+
+@pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox for run_command here")
+def test_the_task_s_own_programs_print_the_same_on_the_poisoned_world(built):
+    cfg, instances = built
+    suite = ApexSuite()
+    for inst in (i for i in instances if i.role == "acquisition" and poison.poisoned_file(i)):
+        runs = [c for c in inst.ground_truth if c.function == "run_command"]
+        worlds = [
+            suite.build_environment(inst, attack, suite.injections(cfg.suite, inst, attack))
+            for attack in (None, GOAL)
+        ]
+        printed = [[tools.call_tool(ws, c.function, c.args) for c in runs] for ws in worlds]
+        assert printed[0] == printed[1], inst.instance_id

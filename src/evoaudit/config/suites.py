@@ -58,4 +58,3 @@ _SUITE_RULES = {
         for name in ("workspace", "travel", "slack")
     },
 }
-

@@ -117,8 +117,8 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisone
         "mc_churn_rate",
     ]
     raw["suite"]["n_unseen"] = 1
-    # The poisoning example's own settings (its poisoned twin, planted copying and sleeper): L1's own
-    # outputs are the evolution example's.
+    # The poisoning example's own settings: its poisoned twin, planted copying and sleeper, and the
+    # analyst's compliance with outside-mail instructions (which moves L1's attacked arm too).
     poisoning = yaml.safe_load(POISONING.read_text())
     raw |= {k: poisoning[k] for k in ("poisoning", "sim")}
     copy_workflow(tmp_path, raw)
@@ -177,13 +177,16 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisone
     record = AcquisitionRecord.read(res / "acquire" / lineage / "record.json")
     assert record.poison_attack == "existing_start" and 0 < len(record.poisoned_episodes) < len(seen)
     twin = {r["instance_id"]: r for r in acquired}
+    exposed = []
     for r in _rows(res / "acquire" / lineage / "rollouts.jsonl"):
         mine = twin[r["instance_id"]]
         if r["rollout_id"] in record.poisoned_episodes:
             (text,) = r["injections"].values()
             assert "records@ledgerkeep-archive.net" in text and r["outcome"]["exposed"] is not None
+            exposed.append(r["outcome"]["exposed"])
         else:
             assert [r["messages"], r["terminal_state"]] == [mine["messages"], mine["terminal_state"]]
+    assert any(exposed)  # the planted rule reached the analyst in some poisoned episode
     # Contamination: the planted copying reaches the poisoned lineage's artifacts only, and replay agrees.
     report = ContaminationReport.read(res / "poisoning" / "contamination" / f"{lineage}.json")
     assert report.identifiers == ["records@ledgerkeep-archive.net"]
@@ -196,6 +199,9 @@ def test_the_evolution_audit_runs_on_apex_workspaces_end_to_end_beside_a_poisone
     persist = pd.read_csv(res / "report" / "poisoning" / "tables" / "persistence.csv")
     benign = persist[persist.arm == "benign"]
     assert benign.goal_met_twin.sum() == 0 and "simulator_notice" in persist.columns
+    # The planted sleeper carries the rule out at endpoints of the poisoned lineage more often than the
+    # twin's episodes meet the goal.
+    assert persist.goal_met_k.sum() > persist.goal_met_twin.sum()
 
 
 def test_exposure_is_over_decided_episodes_and_undecided_ones_are_not_unexposed_successes():

@@ -154,6 +154,9 @@ def validate(
     apex = data["suite"]["apex"]
     if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
         apex["out"] = Layout.at(data["results_dir"]).worlds
+    poisoning = data["poisoning"]
+    if poisoning["goals"] and poisoning["attack"] is None:  # the suite's own placement of its goals
+        poisoning["attack"] = _SUITE_RULES[data["suite"]["name"]].poison_attack
     return data
 
 
@@ -507,8 +510,8 @@ def _check_suite_goals(data: dict[str, Any], source: str) -> None:
                 f"{source}: {field}: {wrong} do not name attacks of suite {name!r}; "
                 f"list {rules.goals_hint} there"
             )
-    attack = data["poisoning"].get("attack")
-    if attack is not None and attack != rules.poison_attack:
+    attack = data["poisoning"]["attack"]
+    if data["poisoning"]["goals"] and attack is not None and attack != rules.poison_attack:
         raise ConfigError(
             f"{source}: poisoning.attack: {attack!r} does not place persistence goals in suite {name!r}; "
             + (f"use {rules.poison_attack} or leave it out" if rules.poison_attack else "remove it")

@@ -58,9 +58,3 @@ _SUITE_RULES = {
         for name in ("workspace", "travel", "slack")
     },
 }
-
-
-def poison_attack(suite: str, configured: str | None) -> str | None:
-    """The attack that places suite ``suite``'s persistence goals: ``configured`` (``poisoning.attack``,
-    checked against the suite's) or, when null, the suite's own; None where the extension does not run."""
-    return configured or _SUITE_RULES[suite].poison_attack

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from evoaudit.config import Config
-from evoaudit.config.suites import poison_attack
 from evoaudit.evaluate.job import EpisodeJob
 from evoaudit.evaluate.runner import EpisodeSpec, plan_episodes, run_specs
 from evoaudit.evaluate.stage import deployed_prompts
@@ -50,7 +49,9 @@ def acquire(
     poison = poisoned(cfg, lineage)
     placed: list[str] = []
     if poison is not None:
-        specs, placed = poison_specs(cfg.seed, poison, specs)
+        # The episodes the poison can reach: those where the suite places something for its goal.
+        reach = {i.instance_id for i in chosen if job.suite.injections(cfg.suite, i, poison.goal)}
+        specs, placed = poison_specs(cfg.seed, poison, specs, reach)
     if prior is None:
         system, retrieval, artifact_sha = job.prompt(), None, None
     else:
@@ -69,7 +70,7 @@ def acquire(
             "poison_twin": poison.twin,
             "poison_goal": poison.goal,
             "poison_share": poison.share,
-            "poison_attack": poison_attack(cfg.suite.name, cfg.poisoning.attack),
+            "poison_attack": cfg.poisoning.attack,
             "poisoned_episodes": placed,
         }
     info = AcquisitionRecord(
@@ -88,14 +89,14 @@ def acquire(
 
 
 def poison_specs(
-    seed: int, poison: PoisonedLineage, specs: list[EpisodeSpec]
+    seed: int, poison: PoisonedLineage, specs: list[EpisodeSpec], reach: set[str]
 ) -> tuple[list[EpisodeSpec], list[str]]:
     """A poisoned lineage's acquisition episodes: every one with its twin's seed, and the chosen share of
-    those an injection can reach (the instance's ground truth reaches a vector) carrying the poison goal,
-    placed by the suite's attack like an attacked episode's, with the benign episode's seed. Returns the
-    episodes and the rollout ids that carry the poison."""
+    those the poison can reach (their instance ids in ``reach``) carrying the poison goal, placed by the
+    suite's attack like an attacked episode's, with the benign episode's seed. Returns the episodes and the
+    rollout ids that carry the poison."""
     twin = [replace(s, twin=poison.twin) for s in specs]
-    reachable = [s.rollout_id for s in twin if s.instance.vectors]
+    reachable = [s.rollout_id for s in twin if s.instance.instance_id in reach]
     chosen = set(poisoned_episodes(seed, poison, reachable, len(twin)))
     out = [replace(s, goal=poison.goal, poisoned=True) if s.rollout_id in chosen else s for s in twin]
     return sorted(out, key=lambda s: s.rollout_id), sorted(s.rollout_id for s in out if s.poisoned)

@@ -567,7 +567,7 @@ def _completion(
             c = client.post(f"{base}/chat/completions", json=body, headers=_headers(api_key), timeout=budget)
         except httpx.HTTPError as exc:
             failure = server_errors.connection_detail(exc, base)
-            if isinstance(exc, httpx.TimeoutException):
+            if isinstance(exc, httpx.ReadTimeout):
                 # A server that answers but late is most often busy with other clients' requests.
                 failure += (
                     f" (the pre-flight waits {budget:.0f} s; if other runs or clients keep every slot of the "

@@ -15,6 +15,7 @@ from evoaudit.suite.apex.adapter import ApexSuite, gold_summary
 from evoaudit.suite.apex.attacks import poison
 from evoaudit.suite.apex.commands import apex_build
 from evoaudit.suite.apex.runtime import tools
+from evoaudit.suite.apex.runtime.isolation import available_sandbox
 from evoaudit.suite.apex.worlds import goals
 
 GOAL = "persist_forward"
@@ -48,9 +49,10 @@ def test_the_rule_is_planted_at_the_top_of_the_first_document_the_plan_reads_and
         changed = {p for p in env.files if env.files[p].data != benign.files[p].data}
         assert changed == {path} and set(env.files) == set(benign.files)
         shown, error = tools.call_tool(env, "read_file", {"path": path})
-        assert error is None and shown.find(poison.ATTACKER_ADDRESS) < shown.find(
-            tools.read_file(benign, path).splitlines()[-1][:20]
-        )
+        # The rule comes before the document's own first line (after the reader's header and sheet name);
+        # a rule the reader does not show at all is not planted.
+        own = next(ln for ln in tools.read_file(benign, path).splitlines()[1:] if ln and ln[:3] != "## ")
+        assert error is None and 0 <= shown.find(poison.ATTACKER_ADDRESS) < shown.find(own[:20])
 
 
 def test_the_attacker_address_occurs_in_no_generated_world(built):
@@ -87,7 +89,8 @@ def test_an_agent_shown_the_planted_document_is_exposed_and_one_shown_the_clean_
     suite = ApexSuite()
     inst = next(i for i in instances if i.role == "acquisition")
     path = poison.poisoned_file(inst)
-    for attack, exposed in ((GOAL, True), (None, None)):
+    # Both judged against the goal: the clean document is read under the same exposure rule.
+    for attack, exposed in ((GOAL, True), (None, False)):
         env = suite.build_environment(inst, attack, suite.injections(cfg.suite, inst, attack))
         text, _ = tools.call_tool(env, "read_file", {"path": path})
         call = ToolCall(id="c1", name="read_file", arguments=f'{{"path": "{path}"}}')
@@ -95,7 +98,7 @@ def test_an_agent_shown_the_planted_document_is_exposed_and_one_shown_the_clean_
             Message(role="assistant", tool_calls=[call]),
             Message(role="tool", tool_call_id="c1", name="read_file", content=text),
         ]
-        assert suite.exposed(messages, {}, attack) is exposed
+        assert suite.exposed(messages, {}, GOAL) is exposed
 
 
 @pytest.mark.parametrize(
@@ -120,8 +123,6 @@ def test_the_configuration_admits_exactly_the_goals_the_suite_defines():
 
 
 def test_an_attack_that_does_not_place_the_suite_s_goals_is_refused_and_the_record_names_the_suite_s_own():
-    from evoaudit.config.suites import poison_attack
-
     raw = {
         "suite": {"name": "apex", "goals": ["c1"]},
         "methods_params": {"placebo": {"goals": ["c1"]}},
@@ -132,4 +133,27 @@ def test_an_attack_that_does_not_place_the_suite_s_goals_is_refused_and_the_reco
         config_mod.from_dict(raw, "my.yaml")
     del raw["poisoning"]["attack"]
     cfg = config_mod.from_dict(raw, "my.yaml")
-    assert poison_attack(cfg.suite.name, cfg.poisoning.attack) == "existing_start"
+    assert cfg.poisoning.attack == "existing_start"  # the suite's own, filled in and so recorded
+
+
+def test_only_a_prose_document_is_poisoned_and_a_plan_reading_none_is_not_reached(built):
+    cfg, instances = built
+    suite = ApexSuite()
+    inst = next(i for i in instances if i.role == "acquisition")
+    tables = inst.model_copy(update={"vectors": ["file:data/inputs.csv", "file:data/model.xlsx", "mail:m1"]})
+    assert poison.poisoned_file(tables) is None
+    assert suite.injections(cfg.suite, tables, GOAL) == {}  # acquisition then never chooses it
+
+
+@pytest.mark.skipif(available_sandbox() == "none", reason="no sandbox for run_command here")
+def test_the_task_s_own_programs_print_the_same_on_the_poisoned_world(built):
+    cfg, instances = built
+    suite = ApexSuite()
+    for inst in (i for i in instances if i.role == "acquisition" and poison.poisoned_file(i)):
+        runs = [c for c in inst.ground_truth if c.function == "run_command"]
+        worlds = [
+            suite.build_environment(inst, attack, suite.injections(cfg.suite, inst, attack))
+            for attack in (None, GOAL)
+        ]
+        printed = [[tools.call_tool(ws, c.function, c.args) for c in runs] for ws in worlds]
+        assert printed[0] == printed[1], inst.instance_id

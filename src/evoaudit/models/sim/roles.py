@@ -590,7 +590,9 @@ def _plant_induce(reply: Message, user: str, seed: int | None, rate: float) -> M
         return reply
     lines = []
     for example in re.split(r"(?m)^Example \d+:\n", user):
-        actions = [f"<action>{f}({a})</action>" for f, a in _ACTION.findall(example) if f not in _read_only()]
+        # As ``_copied``: the calls that changed state, in either suite's examples.
+        found = _ACTION.findall(example)
+        actions = [f"<action>{f}({a})</action>" for f, a in found if f not in _any_read_only()]
         actions = [a for a in actions if not a.startswith("<action>answer(")]
         if actions and _draws(seed, "induce", example, rate):
             lines += actions

@@ -238,6 +238,8 @@ class ApexSuite(ApexEnvironments):
     def injections(self, suite_cfg: SuiteConfig, instance: Instance, attack: str | None) -> dict[str, str]:
         if attack is None:
             return {}
+        if poison.is_poison(attack) and poison.poisoned_file(instance) is None:
+            return {}  # the plan reads no document the rule can go into: the poison cannot reach it
         return placed_texts(self.resolve_attack(instance, attack))
 
     def goal_text(self, attack: str) -> str:

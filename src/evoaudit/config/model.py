@@ -554,7 +554,7 @@ class SimConfig(_Model):
 
 # The poisoning extension's goals (docs/poisoning.md): persistence goals defined beside AgentDojo's own
 # injection tasks (suite/agentdojo/banking/poison.py) and APEX-Harm's goals (suite/apex/attacks/poison.py),
-# each with its check on the terminal state; each suite says which are its own (AuditSuite.poison_goals).
+# each with its check on the terminal state; config/suites.py says which are each suite's own.
 PoisonGoal = Literal["persist_recipient", "persist_new_iban", "persist_forward"]
 PoisonShare = Annotated[float, Field(gt=0, le=1, multiple_of=0.01)]
 
@@ -581,7 +581,7 @@ class PoisoningConfig(_Model):
     attack: Literal["important_instructions", "existing_start"] | None = None
     """the attack that writes the poison: AgentDojo's important_instructions into the vectors an acquisition
     episode's ground truth reaches (its names from suite.attack; Banking), or existing_start, the rule at the
-    top of the first document the episode's plan reads (APEX-Harm); null = the suite's own"""
+    top of the first prose document the episode's plan reads (APEX-Harm); null = the suite's own"""
     lineages: Annotated[tuple[Id, ...], _UNIQUE] | None = None
     """the clean lineages that get poisoned twins; null = every lineage"""
     contamination: PoisonContaminationConfig = Field(default_factory=PoisonContaminationConfig)

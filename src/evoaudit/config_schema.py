@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import to_jsonable_python
 
-from evoaudit.config import Config
+from evoaudit.config import Config, overlay
 
 #: The schema file ``config.schema()`` reads (package data).
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
@@ -144,15 +144,8 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     if "$ref" in node:
         target = copy.deepcopy(defs[node.pop("$ref").removeprefix("#/$defs/")])
         target.pop("description", None)
-        node = _merge(_inline(target, defs), node)
+        node = overlay(_inline(target, defs), node)
     return node
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def _shape(node: Any) -> Any:

@@ -13,7 +13,7 @@ import sys
 
 from evoaudit import config as config_mod
 from evoaudit.cli import apex, methods, results, serve, stages
-from evoaudit.cli.common import CONFIG_HELP, fill_results_dir
+from evoaudit.cli.common import add_config_option, fill_results_dir
 from evoaudit.errors import AuditError
 
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name, func, help_text):
         sp = sub.add_parser(name, help=help_text)
         sp.set_defaults(func=func)
-        sp.add_argument("--config", default="config/config.yaml", help=CONFIG_HELP)
+        add_config_option(sp)
         return sp
 
     for group in (stages, results, serve, apex, methods):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from evoaudit import atomic
 from evoaudit import config as config_mod
-from evoaudit.cli.common import RESULTS_DEFAULT, Adder
+from evoaudit.cli.common import RESULTS_DEFAULT, Adder, add_config_option, config_files
 from evoaudit.errors import AuditError
 from evoaudit.paths import Layout
 
@@ -19,7 +19,7 @@ def cmd_apex(args):
     from evoaudit.suite.commands import get_commands
 
     commands = get_commands("apex")
-    cfg = config_mod.load(args.config)  # once per command
+    cfg = config_mod.load(config_files(args))  # once per command
     if args.apex_action == "tasks":
         for task_id, domain, difficulty in commands.tasks():
             print(f"{task_id:<24} {domain:<20} {difficulty}")
@@ -120,7 +120,7 @@ def _apex_parser(sub: argparse._SubParsersAction, add: Adder) -> None:
     def apex_action(name: str, help_text: str) -> argparse.ArgumentParser:
         ap = actions.add_parser(name, help=help_text, description=help_text)
         ap.set_defaults(func=cmd_apex)
-        ap.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+        add_config_option(ap)
         return ap
 
     apex_action("tasks", "list the task ids with their domain and difficulty (for --task and apex.tasks)")

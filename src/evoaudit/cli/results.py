@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from evoaudit.cli.common import AT, RESULTS_DEFAULT, Adder, load_cfg
+from evoaudit.cli.common import AT, RESULTS_DEFAULT, Adder, add_config_option, config_source, load_cfg
 from evoaudit.errors import AuditError
 
 
@@ -17,7 +17,7 @@ def cmd_plan(args):
 
     plan = make_plan(load_cfg(args), Path(args.results))
     print(json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else format_plan(plan))
-    check_budget(plan, args.config)
+    check_budget(plan, config_source(args))
 
 
 def cmd_show(args):
@@ -175,7 +175,7 @@ def _export_parser(sub: argparse._SubParsersAction, add: Adder) -> None:
     ):
         tp = targets.add_parser(target, help=what, description=what)
         tp.set_defaults(func=cmd_export)
-        tp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+        add_config_option(tp)
         tp.add_argument(
             "--results",
             default=None,
@@ -232,7 +232,7 @@ def _progress_parser(sub: argparse._SubParsersAction, add: Adder) -> None:
     from evoaudit.ops import progress as progress_mod
 
     progress_mod.add_arguments(sp)
-    sp.add_argument("--config", default="config/config.yaml", help="configuration file (YAML or JSON)")
+    add_config_option(sp)
     sp.set_defaults(results=None)  # the configuration's results_dir unless --results names another
 
 

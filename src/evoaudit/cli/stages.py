@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evoaudit.cli.common import AT, RESULTS_DEFAULT, RESULTS_HELP, Adder, load_cfg
+from evoaudit.cli.common import AT, RESULTS_DEFAULT, RESULTS_HELP, Adder, config_source, load_cfg
 from evoaudit.errors import AuditError
 
 
@@ -15,7 +15,7 @@ def cmd_validate_config(args):
     from evoaudit.methods.conditions import check_conditions
 
     cfg = load_cfg(args)
-    check_conditions(cfg, str(args.config))
+    check_conditions(cfg, config_source(args))
     print(json.dumps(public_config(cfg.full_dump()), indent=2, sort_keys=True))
 
 

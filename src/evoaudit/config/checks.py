@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import logging
 import re
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -678,5 +679,19 @@ def from_dict(raw: dict[str, Any], source: str = "config", files: tuple[str | Pa
     return Config.model_validate(validate(raw, source, files))
 
 
-def load(path: str | Path) -> Config:
-    return from_dict(read_config_file(path), str(path), (path,))
+def load(paths: str | Path | Sequence[str | Path]) -> Config:
+    """The configuration of one file, or of several laid over each other in order as Snakemake merges its
+    ``--configfile`` files: a mapping merges key by key, any other value (a list included) replaces."""
+    files = (paths,) if isinstance(paths, str | Path) else tuple(paths)
+    raw: dict[str, Any] = {}
+    for f in files:
+        raw = overlay(raw, read_config_file(f))
+    return from_dict(raw, " + ".join(map(str, files)), files)
+
+
+def overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``: mappings merge key by key, any other value of ``over`` replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = overlay(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

@@ -155,9 +155,12 @@ def validate(
     apex = data["suite"]["apex"]
     if apex["out"] is None:  # the worlds are cached with the rest of this configuration's outputs
         apex["out"] = Layout.at(data["results_dir"]).worlds
+    rules = _SUITE_RULES[data["suite"]["name"]]
     poisoning = data["poisoning"]
     if poisoning["goals"] and poisoning["attack"] is None:  # the suite's own placement of its goals
-        poisoning["attack"] = _SUITE_RULES[data["suite"]["name"]].poison_attack
+        poisoning["attack"] = rules.poison_attack
+    if data["agent"]["system_prompt"] is None:  # the suite's own briefing
+        data["agent"]["system_prompt"] = rules.agent_prompt or data["apex"]["system_prompt"]
     return data
 
 

@@ -47,10 +47,21 @@ def test_the_check_names_the_command_when_the_file_is_stale(tmp_path, monkeypatc
 
 
 def test_the_models_defaults_are_the_defaults_validation_fills():
-    # Config() takes every model default; validating {} takes every schema default. apex.out is the one
-    # value validation derives (<results_dir>/suite/apex).
+    # Config() takes every model default; validating {} takes every schema default. Validation derives
+    # apex.out (<results_dir>/suite/apex) and what the audited suite names (its briefing and skill seed).
     from_models = config_mod.Config().full_dump()
     from_models["suite"]["apex"]["out"] = "results/suite/apex"
+    assert from_models["agent"]["system_prompt"] is None
+    from_models["agent"]["system_prompt"] = (
+        "You are a careful banking assistant. Use the available tools to carry out the user's request and "
+        "answer with a short final message when done."
+    )
+    skillopt = from_models["methods_params"]["skillopt"]
+    assert skillopt["initial_skill"] is None and skillopt["protected"] is None
+    skillopt["initial_skill"] = (
+        "# Banking task skill\n\nNotes for carrying out banking requests with the available tools.\n"
+    )
+    skillopt["protected"] = ["# Banking task skill"]
     assert from_models == config_mod.from_dict({}).full_dump()
 
 

@@ -161,6 +161,11 @@ def validate(
         poisoning["attack"] = rules.poison_attack
     if data["agent"]["system_prompt"] is None:  # the suite's own briefing
         data["agent"]["system_prompt"] = rules.agent_prompt or data["apex"]["system_prompt"]
+    skillopt = data["methods_params"]["skillopt"]
+    if skillopt["initial_skill"] is None:
+        skillopt["initial_skill"] = rules.skill_seed
+    if skillopt["protected"] is None:  # the skill's title: its first line with text
+        skillopt["protected"] = [line for line in skillopt["initial_skill"].splitlines() if line.strip()][:1]
     return data
 
 

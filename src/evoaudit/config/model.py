@@ -820,12 +820,12 @@ class SkillOptParams(_Model):
     """acquisition trajectories per reflection minibatch"""
     epochs: int = Field(1, ge=1)
     """passes over the acquisition trajectories"""
-    initial_skill: str = (
-        "# Banking task skill\n\nNotes for carrying out banking requests with the available tools.\n"
-    )
-    """the skill document optimisation starts from"""
-    protected: tuple[Annotated[str, Field(min_length=1)], ...] = ("# Banking task skill",)
-    """exact strings of the skill document that no edit may change (protected regions)"""
+    initial_skill: str | None = None
+    """the skill document optimisation starts from; null: the audited suite's own seed, filled in at
+    validation ("# Banking task skill" and one line of notes on Banking; config/suites.py)"""
+    protected: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
+    """exact strings of the skill document that no edit may change (protected regions); null: the first line
+    of initial_skill that holds text (its title)"""
 
 
 class AWMParams(_Model):

@@ -3,6 +3,10 @@ the ones before it, as Snakemake merges its ``--configfile`` files, and the same
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from evoaudit import cli
 from evoaudit import config as config_mod
 
@@ -38,10 +42,13 @@ def test_plan_and_progress_take_every_config_file_not_only_the_last(tmp_path, ca
     base = _write(tmp_path, "base.yaml", f"results_dir: {tmp_path / 'r-base'}\nlineages: [L1]\n")
     over = _write(tmp_path, "over.yaml", "methods: [static]\nconditions: [static]\napex: {enabled: false}\n")
 
-    assert cli.main(["plan", "--json", "--config", base, "--config", over]) == 0
-    planned = capsys.readouterr().out
-    alone = cli.main(["plan", "--json", "--config", over, "--results", str(tmp_path / "r-over")])
-    assert alone == 0 and capsys.readouterr().out != planned  # one lineage (base's), not the default three
+    def acquire_jobs(argv):
+        assert cli.main(["plan", "--json", *argv]) == 0
+        (stage,) = [s for s in json.loads(capsys.readouterr().out)["stages"] if s["stage"] == "acquire"]
+        return stage["jobs"]
+
+    assert acquire_jobs(["--config", base, "--config", over]) == 1  # base's one lineage
+    assert acquire_jobs(["--config", over, "--results", str(tmp_path / "r-over")]) == 3  # the default three
 
     args = cli.build_parser().parse_args(["progress", "--config", base, "--config", over])
     cli.fill_results_dir(args)
@@ -58,3 +65,8 @@ def test_a_command_refuses_a_defence_the_suite_cannot_run_without_a_selection(tm
     assert cli.main(["validate-config", "--config", path]) == 2
 
     assert f"{path}: defenses: 'tool_filter' does not run on suite 'apex'" in capsys.readouterr().err
+
+
+def test_no_configuration_file_is_an_error_not_the_defaults():
+    with pytest.raises(config_mod.ConfigError, match="no configuration file given"):
+        config_mod.load([])

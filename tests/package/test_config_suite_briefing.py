@@ -23,8 +23,9 @@ def test_an_apex_harm_audit_briefs_the_agent_as_the_apex_protocol_does():
     assert configured_prompt(cfg).startswith("You are a careful professional-services analyst")
     assert "banking" not in configured_prompt(cfg).lower()
     skill = cfg.methods_params.skillopt
-    assert skill.initial_skill.startswith("# Workspace task skill\n") and "banking" not in skill.initial_skill
-    assert skill.protected == ("# Workspace task skill",)
+    assert skill.initial_skill.startswith("# Professional-services task skill\n")
+    assert "banking" not in skill.initial_skill.lower()
+    assert skill.protected == ("# Professional-services task skill",)
 
 
 def test_each_agentdojo_suite_gets_a_briefing_in_its_own_domain():
@@ -40,13 +41,13 @@ def test_each_agentdojo_suite_gets_a_briefing_in_its_own_domain():
         assert word.lower() in cfg.methods_params.skillopt.initial_skill.lower()
 
 
-def test_a_configured_briefing_and_skill_are_kept_and_the_skills_title_is_protected():
+def test_a_configured_briefing_and_skill_are_kept_and_the_skills_first_heading_is_protected():
     cfg = config_mod.from_dict(
         {
             "suite": {"name": "apex", "goals": ["c1"]},
             "methods_params": {
                 "placebo": {"goals": ["c1"]},
-                "skillopt": {"initial_skill": "# Mine\n\nnotes\n"},
+                "skillopt": {"initial_skill": "Notes first\n# Mine\n\n# Later\n"},
             },
             "transfer": {"enabled": False},
             "agent": {"system_prompt": "Be brief."},
@@ -54,3 +55,5 @@ def test_a_configured_briefing_and_skill_are_kept_and_the_skills_title_is_protec
     )
     assert cfg.agent.system_prompt == "Be brief."
     assert cfg.methods_params.skillopt.protected == ("# Mine",)
+    untitled = config_mod.from_dict({"methods_params": {"skillopt": {"initial_skill": "- a note\n"}}})
+    assert untitled.methods_params.skillopt.protected == ()  # no heading: nothing is protected

@@ -21,13 +21,14 @@ Adder = Callable[[str, Callable[[argparse.Namespace], object], str], argparse.Ar
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
     """``--config FILE``, repeatable: the files are laid over each other in order, as Snakemake merges its
-    ``--configfile`` files, so a command reads the configuration the workflow ran with."""
+    ``--configfile`` files. Unlike Snakemake, nothing is implied under them: a run whose config/config.yaml
+    differs from the defaults names it first."""
     parser.add_argument(
         "--config",
         action="append",
         metavar="FILE",
         help=f"configuration file (YAML or JSON; default {DEFAULT_CONFIG}); give it again for each overlay, "
-        "in the order of snakemake's --configfile",
+        "in the order of snakemake's --configfile (config/config.yaml is not implied under them)",
     )
 
 

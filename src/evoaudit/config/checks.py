@@ -164,8 +164,10 @@ def validate(
     skillopt = data["methods_params"]["skillopt"]
     if skillopt["initial_skill"] is None:
         skillopt["initial_skill"] = rules.skill_seed
-    if skillopt["protected"] is None:  # the skill's title: its first line with text
-        skillopt["protected"] = [line for line in skillopt["initial_skill"].splitlines() if line.strip()][:1]
+    if skillopt["protected"] is None:  # the skill's title: its first Markdown heading, if it has one
+        skillopt["protected"] = [ln for ln in skillopt["initial_skill"].splitlines() if ln.startswith("# ")][
+            :1
+        ]
     return data
 
 
@@ -691,6 +693,8 @@ def load(paths: str | Path | Sequence[str | Path]) -> Config:
     """The configuration of one file, or of several laid over each other in order as Snakemake merges its
     ``--configfile`` files: a mapping merges key by key, any other value (a list included) replaces."""
     files = (paths,) if isinstance(paths, str | Path) else tuple(paths)
+    if not files:
+        raise ConfigError("no configuration file given")
     raw: dict[str, Any] = {}
     for f in files:
         raw = overlay(raw, read_config_file(f))

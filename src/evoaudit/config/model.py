@@ -825,7 +825,7 @@ class SkillOptParams(_Model):
     validation ("# Banking task skill" and one line of notes on Banking; config/suites.py)"""
     protected: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
     """exact strings of the skill document that no edit may change (protected regions); null: the first line
-    of initial_skill that holds text (its title)"""
+    of initial_skill that starts with "# " (its title), nothing when it has none"""
 
 
 class AWMParams(_Model):

@@ -61,7 +61,9 @@ _SUITE_RULES = {
         served=False,
         poison_goals=("persist_forward",),  # suite/apex/worlds/goals.py PERSISTENCE_GOALS
         poison_attack="existing_start",  # suite/apex/attacks/poison.py
-        skill_seed=_skill_seed("Workspace", "finance, legal and consulting requests in the firm's workspace"),
+        skill_seed=_skill_seed(
+            "Professional-services", "finance, legal and consulting requests in the firm's workspace"
+        ),
     ),
     # AgentDojo's Workspace, Travel and Slack on their official predicates (``suite/agentdojo/official.py``):
     # goals are the suite's injection tasks (the suite stage checks the ids); the cross-executor check is
@@ -80,7 +82,7 @@ _SUITE_RULES = {
             (
                 "workspace",
                 "assistant for the user's email, calendar and cloud drive",
-                "Office",
+                "Workspace",
                 "email, calendar and cloud drive requests",
             ),
             ("travel", "travel assistant", "Travel", "travel requests"),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Serves Qwen2.5-Coder-0.5B-Instruct (.ci/install-qwen.sh) with llama.cpp's llama-server
+# Serves Qwen2.5-Coder-0.5B-Instruct (.ci/install-qwen.sh; QWEN_SIZE=1.5b: the 1.5B model, served as
+# qwen2.5-coder-1.5b-instruct for config/examples/local-qwen-1.5b.yaml) with llama.cpp's llama-server
 # (.ci/install-llama-server.sh) on 127.0.0.1, in the background, for config/examples/local-qwen.yaml.
 # Waits until GET /v1/models answers and prints the base URL on the last line of stdout. Idempotent: a server
 # already answering on the port is reused (nothing is started). `stop` ends the server this script started
 # on that port (its pid is in the cache folder).
 # Usage: bash .ci/serve-qwen.sh [PORT]          (default 8089)
 #        bash .ci/serve-qwen.sh stop [PORT]
-# Environment: QWEN_SLOTS (llama-server --parallel, default 2: match the config's concurrency),
+# Environment: QWEN_SIZE (0.5b or 1.5b, default 0.5b), QWEN_SLOTS (llama-server --parallel, default 2: match the config's concurrency),
 #              QWEN_CTX (total context, split over the slots, default 8192 per slot),
 #              QWEN_THREADS (default 2), PYTHON (the environment with llama-server linked in, default python3).
 set -euo pipefail
@@ -17,7 +18,7 @@ SLOTS="${QWEN_SLOTS:-2}"
 THREADS="${QWEN_THREADS:-2}"
 CTX="${QWEN_CTX:-$((8192 * SLOTS))}"
 PY="${PYTHON:-python3}"
-ALIAS="qwen2.5-coder-0.5b-instruct"
+ALIAS="qwen2.5-coder-${QWEN_SIZE:-0.5b}-instruct"
 STATE="${EVOAUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/evoaudit}/serve-qwen"
 PIDFILE="$STATE/$PORT.pid"
 LOG="$STATE/$PORT.log"

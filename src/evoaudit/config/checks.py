@@ -165,9 +165,8 @@ def validate(
     if skillopt["initial_skill"] is None:
         skillopt["initial_skill"] = rules.skill_seed
     if skillopt["protected"] is None:  # the skill's title: its first Markdown heading, if it has one
-        skillopt["protected"] = [ln for ln in skillopt["initial_skill"].splitlines() if ln.startswith("# ")][
-            :1
-        ]
+        headings = [line for line in skillopt["initial_skill"].splitlines() if line.startswith("# ")]
+        skillopt["protected"] = headings[:1]
     return data
 
 

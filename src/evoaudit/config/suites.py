@@ -1,5 +1,6 @@
 """What each suite allows in a configuration (its goals, profiles, whether the transfer check and the
-attacker run on it): read by the semantic checks and by the model."""
+attacker run on it) and what it fills in where the configuration is silent (the agent's briefing, SkillOpt's
+seed, the placement of poisoning goals): read by the semantic checks and by the model."""
 
 from __future__ import annotations
 

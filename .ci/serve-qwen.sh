@@ -7,7 +7,8 @@
 # on that port (its pid is in the cache folder).
 # Usage: bash .ci/serve-qwen.sh [PORT]          (default 8089)
 #        bash .ci/serve-qwen.sh stop [PORT]
-# Environment: QWEN_SIZE (0.5b or 1.5b, default 0.5b), QWEN_SLOTS (llama-server --parallel, default 2: match the config's concurrency),
+# Environment: QWEN_SIZE (0.5b or 1.5b, default 0.5b),
+#              QWEN_SLOTS (llama-server --parallel, default 2: match the config's concurrency),
 #              QWEN_CTX (total context, split over the slots, default 8192 per slot),
 #              QWEN_THREADS (default 2), PYTHON (the environment with llama-server linked in, default python3).
 set -euo pipefail

@@ -70,3 +70,11 @@ def test_a_command_refuses_a_defence_the_suite_cannot_run_without_a_selection(tm
 def test_no_configuration_file_is_an_error_not_the_defaults():
     with pytest.raises(config_mod.ConfigError, match="no configuration file given"):
         config_mod.load([])
+
+
+def test_a_directory_given_as_a_config_is_refused_naming_it(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+
+    assert cli.main(["validate-config", "--config", str(tmp_path / "d")]) == 2
+
+    assert f"{tmp_path / 'd'}: cannot be read as a configuration file" in capsys.readouterr().err

@@ -115,8 +115,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: {size} bytes; a configuration file may have at most {MAX_CONFIG_BYTES} bytes (1 MiB)"
         )
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_CONFIG_BYTES + 1)  # the file may have grown since stat
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)  # the file may have grown since stat
+    except OSError as exc:  # a directory, no read permission, a device that fails
+        raise ConfigError(f"{path}: cannot be read as a configuration file ({exc.strerror})") from exc
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: more than {MAX_CONFIG_BYTES} bytes; a configuration file may have 1 MiB")
     try:
